@@ -1,0 +1,114 @@
+"""Console entry: `remote-gpu-trainer-mcp [serve] [--transport stdio|http]` and
+`remote-gpu-trainer-mcp call TOOL '<json>'` (one tool through a real in-memory MCP client)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+from . import __version__
+from .errors import RgtError
+from .server import build_server
+from .settings import Settings
+
+EPILOG = """\
+environment:
+  RGT_HOME         state directory (ledger, pulls, pinned host keys); default: your state dir
+  RGT_CONFIG       inventory TOML; default ~/.config/remote-gpu-trainer/hosts.toml
+  RGT_SSH_CONFIG   OpenSSH client config to honour; default ~/.ssh/config ("none" to ignore)
+  RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_OUTPUT_CAP
+
+examples:
+  remote-gpu-trainer-mcp                      serve over stdio (what MCP clients run)
+  remote-gpu-trainer-mcp --transport http --port 8765
+  remote-gpu-trainer-mcp call audit_box '{"host": "local"}'
+  remote-gpu-trainer-mcp tools
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="remote-gpu-trainer-mcp",
+        description="MCP server: run, verify and deliver deep-learning experiments on GPU boxes.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=__version__)
+    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = p.add_subparsers(dest="command")
+
+    def serve_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                        help="stdio (default) or streamable HTTP on 127.0.0.1")
+        sp.add_argument("--port", type=int, default=8765, help="HTTP port (with --transport http)")
+
+    serve_args(p)
+    serve_args(sub.add_parser("serve", help="serve over stdio or HTTP (the default command)",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
+    call = sub.add_parser("call", help="run one tool and print its structured result as JSON",
+                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    call.add_argument("tool", help="tool name, e.g. audit_box")
+    call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
+    sub.add_parser("tools", help="list the tools with their first description line")
+    return p
+
+
+async def _call(tool: str, arguments: dict[str, Any]) -> int:
+    from mcp import Client
+
+    async with Client(build_server(), read_timeout_seconds=120) as client:
+        result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        text = "\n".join(getattr(c, "text", "") for c in result.content)
+        print(text, file=sys.stderr)
+        return 1
+    payload = result.structured_content
+    if payload is None:
+        payload = [getattr(c, "text", None) for c in result.content]
+    print(json.dumps(payload, indent=2, ensure_ascii=False))
+    return 0
+
+
+async def _tools() -> int:
+    from mcp import Client
+
+    async with Client(build_server()) as client:
+        listed = await client.list_tools()
+    for t in listed.tools:
+        print(f"{t.name:22} {(t.description or '').splitlines()[0]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        Settings.from_env()
+    except RgtError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "call":
+        try:
+            arguments = json.loads(args.arguments)
+        except json.JSONDecodeError as exc:
+            print(f"arguments are not valid JSON: {exc}", file=sys.stderr)
+            return 2
+        if not isinstance(arguments, dict):
+            print("arguments must be a JSON object, e.g. '{\"host\": \"local\"}'", file=sys.stderr)
+            return 2
+        return asyncio.run(_call(args.tool, arguments))
+    if args.command == "tools":
+        return asyncio.run(_tools())
+    server = build_server()
+    if args.transport == "http":
+        server.run("streamable-http", host="127.0.0.1", port=args.port)
+    else:
+        server.run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

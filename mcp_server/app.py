@@ -1,0 +1,37 @@
+"""App: the state one server instance shares across tool calls (no MCP import here).
+
+The ledger and inventory open lazily, so a corrupt ledger or a bad inventory surfaces as
+a clear tool error instead of a server that will not start."""
+
+from __future__ import annotations
+
+from .hosts.pool import HostPool
+from .ledger import Ledger
+from .redact import Redactor
+from .settings import Settings
+
+
+class App:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.redactor = Redactor()
+        self._pool: HostPool | None = None
+        self._ledger: Ledger | None = None
+
+    @property
+    def pool(self) -> HostPool:
+        if self._pool is None:
+            self._pool = HostPool(self.settings)
+        return self._pool
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger.open(self.settings.ledger_path, self.redactor)
+        return self._ledger
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+        if self._ledger is not None:
+            self._ledger.close()

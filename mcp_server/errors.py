@@ -1,0 +1,158 @@
+"""One error hierarchy. Errors are data; the message is composed from the fields.
+
+Third-party exceptions (asyncssh, OSError, sqlite3) are mapped to these at exactly one
+boundary each (hosts/ssh.py, hosts/local.py, ledger.py); tools/_common.py maps these to
+the MCP ToolError. Anything else that escapes is a bug and stays visible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_COMMAND_CUT = 100
+_TAIL_LINES = 10
+
+
+def cut_command(command: str, limit: int = _COMMAND_CUT) -> str:
+    """A command shortened for an error message (never the whole script)."""
+    flat = " ".join(command.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def tail_lines(text: str, lines: int = _TAIL_LINES) -> str:
+    """The last few lines of some output, for an error message."""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class RgtError(Exception):
+    """Base of every error this server raises on purpose.
+
+    Fields say what happened where (host, command, path), what was observed and what was
+    expected, and what to do next. The message is written for the model reading it.
+    """
+
+    code = "error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        host: str | None = None,
+        command: str | None = None,
+        path: str | None = None,
+        observed: Any = None,
+        expected: Any = None,
+        exit_status: int | None = None,
+        stderr: str | None = None,
+        next_step: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.host = host
+        self.command = cut_command(command) if command else None
+        self.path = path
+        self.observed = observed
+        self.expected = expected
+        self.exit_status = exit_status
+        self.stderr = tail_lines(stderr) if stderr else None
+        self.next_step = next_step
+
+    def __str__(self) -> str:
+        parts = []
+        where = ", ".join(
+            f"{k} {v}" for k, v in (("host", self.host), ("path", self.path)) if v
+        )
+        parts.append(f"[{where}] {self.message}" if where else self.message)
+        if self.command:
+            parts.append(f"command: {self.command}")
+        if self.exit_status is not None:
+            parts.append(f"exit status: {self.exit_status}")
+        if self.observed is not None:
+            parts.append(f"observed: {self.observed}")
+        if self.expected is not None:
+            parts.append(f"expected: {self.expected}")
+        if self.stderr:
+            parts.append(f"stderr (last lines):\n{self.stderr}")
+        if self.next_step:
+            parts.append(f"next: {self.next_step}")
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            **{
+                k: v
+                for k, v in {
+                    "host": self.host,
+                    "path": self.path,
+                    "command": self.command,
+                    "observed": self.observed,
+                    "expected": self.expected,
+                    "exit_status": self.exit_status,
+                    "stderr": self.stderr,
+                    "next_step": self.next_step,
+                }.items()
+                if v is not None
+            },
+        }
+
+
+class InputError(RgtError):
+    """A tool argument is wrong: say which, what it was, and what is accepted."""
+
+    code = "bad_input"
+
+
+class ConfigError(RgtError):
+    """The inventory, a profile or a setting is wrong."""
+
+    code = "bad_config"
+
+
+class NotFoundError(RgtError):
+    """A named thing (host, run, file) does not exist."""
+
+    code = "not_found"
+
+
+class TransportError(RgtError):
+    """The connection failed. Proves nothing about what runs on the box."""
+
+    code = "transport"
+
+
+class HostKeyError(TransportError):
+    """The box's host key is unknown or has changed: refused, never waved through."""
+
+    code = "host_key"
+
+
+class AuthError(TransportError):
+    """The box refused our credentials."""
+
+    code = "auth"
+
+
+class CommandTimeout(RgtError):
+    """A remote or local command ran past its time limit and was killed."""
+
+    code = "timeout"
+
+
+class CommandFailed(RgtError):
+    """A command the tool needed exited non-zero."""
+
+    code = "command_failed"
+
+
+class LedgerError(RgtError):
+    """The local ledger cannot be opened or written without risking its contents."""
+
+    code = "ledger"
+
+
+class GateRefused(RgtError):
+    """A safety gate refused an action; every unmet gate is named."""
+
+    code = "gate_refused"

@@ -1,0 +1,90 @@
+"""The Host protocol: where a command runs. Knows nothing of runs, manifests or tools."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from ..errors import CommandFailed
+
+HostKind = Literal["local", "ssh"]
+
+# Per-call output kept in memory; callers that may produce more bound their own commands.
+DEFAULT_MAX_OUTPUT = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did, the same for every kind of host."""
+
+    host: str
+    command: str
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+    stdout_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def err_text(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    def check(self, what: str, next_step: str | None = None) -> CommandResult:
+        """Raise CommandFailed unless the command exited 0."""
+        if not self.ok:
+            raise CommandFailed(
+                f"{what} failed",
+                host=self.host,
+                command=self.command,
+                exit_status=self.exit_status,
+                stderr=self.err_text or self.text,
+                next_step=next_step,
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+
+
+@runtime_checkable
+class Host(Protocol):
+    """A box commands run on. Shell strings come only from hosts/commands.py."""
+
+    name: str
+    kind: HostKind
+
+    async def run(
+        self,
+        script: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> CommandResult:
+        """Run `script` with a clean non-login shell; kill its process group on timeout
+        or cancellation. Never raises on a non-zero exit: see CommandResult.check."""
+        ...
+
+    async def stat(self, path: str) -> FileStat | None:
+        """Size and mtime of a regular file, None when it does not exist."""
+        ...
+
+    def read_stream(
+        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024
+    ) -> AsyncIterator[bytes]:
+        """Stream a file's bytes from `offset` to its end at the time of the call."""
+        ...
+
+    async def close(self) -> None: ...

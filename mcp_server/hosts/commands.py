@@ -1,0 +1,99 @@
+"""The one place shell strings are formed. Every user-supplied word is validated, then
+quoted with shlex.quote; nothing else in the project builds a shell string by hand."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+from ..errors import InputError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+PID_MARKER = b"RGT-PID:"
+
+
+def quote(word: str) -> str:
+    """Quote one word for a POSIX shell."""
+    return shlex.quote(word)
+
+
+def join(words: Iterable[str]) -> str:
+    """Quote and join literal words into one command."""
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def check_name(name: str, what: str) -> str:
+    """A run name, host name or similar: letters, digits, dot, dash, underscore."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InputError(
+            f"{what} is not a safe name",
+            observed=name,
+            expected="1-64 characters from A-Z a-z 0-9 . _ -, not starting with . _ or -",
+            next_step=f"choose another {what}",
+        )
+    return name
+
+
+def check_env_name(name: str) -> str:
+    if not _ENV_NAME_RE.match(name):
+        raise InputError(
+            "environment variable name is not valid",
+            observed=name,
+            expected="[A-Za-z_][A-Za-z0-9_]*",
+        )
+    return name
+
+
+def check_path(path: str, what: str = "path") -> str:
+    """A path on a box: absolute or under ~/, no control characters, no leading dash."""
+    if not isinstance(path, str) or not path:
+        raise InputError(f"{what} is empty", expected="an absolute path or ~/...")
+    if any(ord(c) < 32 for c in path):
+        raise InputError(f"{what} contains a control character", observed=repr(path))
+    if path.startswith("-"):
+        raise InputError(
+            f"{what} starts with '-' and would be read as an option",
+            observed=path,
+            expected="an absolute path or ~/...",
+        )
+    if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+        raise InputError(
+            f"{what} must be absolute or start with ~/",
+            observed=path,
+            next_step="pass the full path on the box",
+        )
+    return path
+
+
+def path_word(path: str, what: str = "path") -> str:
+    """One shell word for a validated box path; `~/x` expands to the remote $HOME."""
+    check_path(path, what)
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        rest = path[2:]
+        return '"$HOME"' + ("/" + shlex.quote(rest) if rest else "")
+    return shlex.quote(path)
+
+
+def env_assignments(env: dict[str, str]) -> str:
+    """`export K=V` lines for non-secret variables (values quoted)."""
+    return "\n".join(f"export {check_env_name(k)}={shlex.quote(v)}" for k, v in env.items())
+
+
+def remote_wrapper(script: str) -> str:
+    """What the box's login shell runs: report the process-group id, then exec a clean
+    shell. sshd makes the login shell a session leader without a pty, so its pid is the
+    process group we kill when a call is cancelled or times out."""
+    inner = shlex.quote(script)
+    return (
+        "printf 'RGT-PID:%s\\n' \"$$\" >&2; "
+        f"if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -c {inner}; "
+        f"else exec sh -c {inner}; fi"
+    )
+
+
+def kill_group(pgid: int, signal: str = "TERM") -> str:
+    return f"kill -{signal} -- -{int(pgid)} 2>/dev/null; true"

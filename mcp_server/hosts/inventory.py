@@ -1,0 +1,72 @@
+"""The inventory file ($RGT_CONFIG, TOML): named boxes with their facts. Secrets are
+never in it, only the names of environment variables that hold them."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ConfigError
+from .commands import check_path
+
+_SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
+
+
+class InventoryEntry(BaseModel):
+    """One `[hosts.<name>]` table."""
+
+    model_config = ConfigDict(extra="forbid")
+    destination: str = Field(description='"local", an ~/.ssh/config alias, or user@host[:port]')
+    profile: str | None = Field(default=None, description="platform profile; default local/generic-ssh")
+    durable_root: str | None = None
+    scratch_root: str | None = None
+    hourly_price: float | None = Field(default=None, ge=0)
+    currency: str = "USD"
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    python: str | None = None
+
+    @field_validator("durable_root", "scratch_root", "python")
+    @classmethod
+    def _box_path(cls, v: str | None) -> str | None:
+        return None if v is None else check_path(v)
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hosts: dict[str, InventoryEntry] = Field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Inventory:
+        if not path.exists():
+            return cls()
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("cannot read the inventory", path=str(path), observed=str(exc)) from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("inventory is not valid TOML", path=str(path), observed=str(exc),
+                              next_step="fix the file (RGT_CONFIG points at it)") from exc
+        for name, entry in (data.get("hosts") or {}).items():
+            for key in entry if isinstance(entry, dict) else ():
+                if _SECRETISH.search(key):
+                    raise ConfigError(
+                        f"inventory host {name!r} has a key {key!r} that looks like a secret",
+                        path=str(path),
+                        next_step="put secrets in environment variables and name the variable "
+                        "with api_key_env",
+                    )
+        try:
+            inv = cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError("inventory does not match the expected shape", path=str(path),
+                              observed=str(exc)) from exc
+        for name in inv.hosts:
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", name):
+                raise ConfigError("inventory host name is not a safe name", path=str(path), observed=name)
+        return inv

@@ -1,0 +1,137 @@
+"""LocalHost: the machine the server runs on, through asyncio subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat as stat_mod
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ..errors import CommandTimeout, NotFoundError, TransportError
+from .base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
+from .commands import check_path
+
+_KILL_GRACE_S = 2.0
+
+
+async def read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
+    """Read a stream to EOF keeping at most `cap` bytes (the rest is drained)."""
+    kept = bytearray()
+    truncated = False
+    while chunk := await stream.read(65536):
+        room = cap - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        if len(chunk) > room:
+            truncated = True
+    return bytes(kept), truncated
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class LocalHost:
+    """Runs commands here. `~` means this user's home."""
+
+    kind = "local"
+
+    def __init__(self, name: str = "local", command_timeout_s: float = 30.0) -> None:
+        self.name = name
+        self.command_timeout_s = command_timeout_s
+
+    def local_path(self, path: str) -> Path:
+        check_path(path)
+        return Path(path).expanduser()
+
+    async def run(
+        self,
+        script: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> CommandResult:
+        limit = self.command_timeout_s if timeout is None else timeout
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash", "--noprofile", "--norc", "-c", script,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TransportError("could not start a local shell", host=self.name, observed=str(exc)) from exc
+        try:
+            async with asyncio.timeout(limit):
+                if stdin is not None and proc.stdin is not None:
+                    proc.stdin.write(stdin)
+                    await proc.stdin.drain()
+                    proc.stdin.close()
+                assert proc.stdout is not None and proc.stderr is not None
+                (out, trunc), (err, _) = await asyncio.gather(
+                    read_capped(proc.stdout, max_output), read_capped(proc.stderr, max_output)
+                )
+                status = await proc.wait()
+        except TimeoutError:
+            await self._reap(proc)
+            raise CommandTimeout(
+                f"command ran past {limit:g} s and was killed (process group)",
+                host=self.name, command=script,
+                next_step="raise the timeout or run the work detached (launch_detached)",
+            ) from None
+        except BaseException:
+            await asyncio.shield(self._reap(proc))
+            raise
+        # A signal death shows as a negative return code; report it the shell's way.
+        status = 128 - status if status < 0 else status
+        return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
+
+    async def _reap(self, proc: asyncio.subprocess.Process) -> None:
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
+        except TimeoutError:
+            _kill_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+
+    async def stat(self, path: str) -> FileStat | None:
+        try:
+            st = self.local_path(path).stat()
+        except FileNotFoundError:
+            return None
+        if not stat_mod.S_ISREG(st.st_mode):
+            return None
+        return FileStat(size=st.st_size, mtime=st.st_mtime)
+
+    async def read_stream(
+        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024
+    ) -> AsyncIterator[bytes]:
+        p = self.local_path(path)
+        try:
+            f = await asyncio.to_thread(open, p, "rb")
+        except FileNotFoundError:
+            raise NotFoundError("file not found", host=self.name, path=path) from None
+        try:
+            end = os.fstat(f.fileno()).st_size
+            f.seek(offset)
+            left = max(0, end - offset)
+            while left > 0:
+                chunk = await asyncio.to_thread(f.read, min(chunk_size, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                yield chunk
+        finally:
+            f.close()
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,111 @@
+"""HostPool: turns a `host` argument into a Host, reusing one connection per box."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import ConfigError, InputError
+from ..knowledge import Profile, profile
+from ..settings import Settings
+from .base import Host
+from .inventory import Inventory, InventoryEntry
+from .local import LocalHost
+from .ssh import Destination, SshHost
+
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Everything the tools know about a box before talking to it."""
+
+    name: str
+    destination: str
+    kind: Literal["local", "ssh"]
+    profile: Profile
+    durable_root: str
+    scratch_root: str
+    python: str | None
+    hourly_price: float | None
+    currency: str
+    host_key_policy: Literal["strict", "accept-new"]
+    instance_id: str | None
+    api_key_env: str | None
+    in_inventory: bool
+
+
+def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
+    kind: Literal["local", "ssh"] = "local" if entry.destination == LOCAL else "ssh"
+    prof = profile(entry.profile or (LOCAL if kind == "local" else "generic-ssh"))
+    return HostSpec(
+        name=name,
+        destination=entry.destination,
+        kind=kind,
+        profile=prof,
+        durable_root=entry.durable_root or prof.durable_root,
+        scratch_root=entry.scratch_root or prof.scratch_root,
+        python=entry.python or prof.python,
+        hourly_price=entry.hourly_price,
+        currency=entry.currency,
+        host_key_policy=entry.host_key_policy,
+        instance_id=entry.instance_id,
+        api_key_env=entry.api_key_env or (prof.api.api_key_env if prof.api else None),
+        in_inventory=in_inventory,
+    )
+
+
+class HostPool:
+    """Resolves names (local, inventory, ad-hoc ssh) and keeps one Host per box."""
+
+    def __init__(self, settings: Settings, inventory: Inventory | None = None) -> None:
+        self.settings = settings
+        self.inventory = inventory if inventory is not None else Inventory.load(settings.config_path)
+        self._hosts: dict[str, Host] = {}
+        self._lock = asyncio.Lock()
+
+    def spec(self, name: str, host_key_policy: Literal["strict", "accept-new"] | None = None) -> HostSpec:
+        if not isinstance(name, str) or not name:
+            raise InputError("host is empty", expected='"local", an inventory name or user@host[:port]')
+        entry = self.inventory.hosts.get(name)
+        if entry is not None:
+            spec = _spec(name, entry, in_inventory=True)
+        elif name == LOCAL:
+            spec = _spec(LOCAL, InventoryEntry(destination=LOCAL), in_inventory=False)
+        else:
+            Destination.parse(name)  # validates; raises InputError with the accepted forms
+            spec = _spec(name, InventoryEntry(destination=name), in_inventory=False)
+        if host_key_policy is not None and host_key_policy != spec.host_key_policy:
+            spec = HostSpec(**{**spec.__dict__, "host_key_policy": host_key_policy})
+        return spec
+
+    async def host(self, spec: HostSpec) -> Host:
+        key = f"{spec.destination}|{spec.host_key_policy}"
+        async with self._lock:
+            found = self._hosts.get(key)
+            if found is None:
+                found = self._make(spec)
+                self._hosts[key] = found
+            return found
+
+    def _make(self, spec: HostSpec) -> Host:
+        s = self.settings
+        if spec.kind == "local":
+            return LocalHost(spec.name, command_timeout_s=s.command_timeout_s)
+        if s.max_channels < 1:
+            raise ConfigError("RGT_MAX_CHANNELS must be at least 1")
+        return SshHost(
+            spec.name,
+            Destination.parse(spec.destination),
+            known_hosts_path=s.known_hosts_path,
+            ssh_config=s.ssh_config,
+            host_key_policy=spec.host_key_policy,
+            connect_timeout_s=s.connect_timeout_s,
+            command_timeout_s=s.command_timeout_s,
+            max_channels=s.max_channels,
+        )
+
+    async def close(self) -> None:
+        hosts, self._hosts = list(self._hosts.values()), {}
+        await asyncio.gather(*(h.close() for h in hosts), return_exceptions=True)

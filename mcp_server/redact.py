@@ -1,0 +1,46 @@
+"""Known secret values, scrubbed from every text the server returns or records."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "[REDACTED]"
+_MIN_SECRET_LEN = 4  # shorter values would mask ordinary words and digits
+
+
+class Redactor:
+    """Holds the values of secrets the server has handled (never their names' absence)."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+
+    def add(self, value: str) -> None:
+        if value and len(value) >= _MIN_SECRET_LEN and value not in self._values:
+            self._values.add(value)
+            # Longest first so a secret containing another is masked whole.
+            alts = sorted(self._values, key=len, reverse=True)
+            self._pattern = re.compile("|".join(re.escape(v) for v in alts))
+
+    def scrub(self, text: str) -> str:
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(MASK, text)
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        if self._pattern is None:
+            return data
+        return self.scrub(data.decode("utf-8", errors="replace")).encode()
+
+    def scrub_obj(self, obj: Any) -> Any:
+        """Scrub every string inside a JSON-like structure."""
+        if self._pattern is None:
+            return obj
+        if isinstance(obj, str):
+            return self.scrub(obj)
+        if isinstance(obj, dict):
+            return {self.scrub_obj(k): self.scrub_obj(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self.scrub_obj(v) for v in obj]
+        return obj

@@ -1,0 +1,45 @@
+"""build_server(settings) -> MCPServer. The lifespan owns the App (host pool + ledger)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from mcp.server import MCPServer
+
+from . import __version__
+from .app import App
+from .settings import Settings
+from .tools import register_all
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+Run deep-learning experiments on GPU boxes you own or rent, verify the numbers are real, and
+deliver them from one evidence layer. Start with audit_box on the box ("local" is this machine).
+Reference pages are resources (references://..., profiles://<platform>); read the one a check or
+finding routes you to. Destructive actions (teardown) are two-phase: plan, then confirm with the
+token the plan returned."""
+
+
+def build_server(settings: Settings | None = None) -> MCPServer[App]:
+    settings = settings or Settings.from_env()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
+        app = App(settings)
+        log.info("remote-gpu-trainer %s: state in %s", __version__, settings.home)
+        try:
+            yield app
+        finally:
+            await app.close()
+
+    server: MCPServer[App] = MCPServer(
+        "remote-gpu-trainer",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+    )
+    register_all(server)
+    return server
