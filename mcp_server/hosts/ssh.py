@@ -280,8 +280,9 @@ class SshHost:
         """Called when the key was not trusted: refuse with both fingerprints, or pin a
         first-seen key when the policy is accept-new. Returns only after pinning."""
         label = _known_hosts_label(r.host, r.port)
-        presented = await asyncssh.get_server_host_key(
-            r.host, r.port, tunnel=tunnel, config=(), connect_timeout=self.connect_timeout_s
+        presented = await asyncio.wait_for(
+            asyncssh.get_server_host_key(r.host, r.port, tunnel=tunnel, config=[]),
+            self.connect_timeout_s,
         )
         if presented is None:
             raise HostKeyError("the box presented no host key", host=self.name)
@@ -333,8 +334,7 @@ class SshHost:
         conn = await self.connection()
         started = time.monotonic()
         async with self._channels:
-            with _mapped_errors(self.name, "starting a command"):
-                proc = await conn.create_process(remote_wrapper(script), encoding=None)
+            proc = await self._start(conn, remote_wrapper(script))
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):
@@ -347,6 +347,9 @@ class SshHost:
                     )
                     with _mapped_errors(self.name, "waiting for a command"):
                         done = await proc.wait()
+                        # Hold the channel slot until sshd has really closed the session,
+                        # or a burst of calls outruns MaxSessions.
+                        await proc.wait_closed()
             except TimeoutError:
                 await self._kill(conn, pgid)
                 proc.close()
@@ -370,6 +373,19 @@ class SshHost:
                     host=self.name, command=script,
                 )
         return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
+
+    async def _start(self, conn: asyncssh.SSHClientConnection, command: str) -> asyncssh.SSHClientProcess:  # type: ignore[type-arg]
+        """Open a session channel; a refusal (MaxSessions shared with other clients) is
+        retried briefly before it is reported."""
+        for pause in (*_CONNECT_RETRIES, None):
+            try:
+                with _mapped_errors(self.name, "starting a command"):
+                    return await conn.create_process(command, encoding=None)
+            except TransportError as exc:
+                if pause is None or not isinstance(exc.__cause__, asyncssh.ChannelOpenError):
+                    raise
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     async def _kill(self, conn: asyncssh.SSHClientConnection, pgid: list[int]) -> None:
         """Kill what a cancelled or timed-out call started: its whole process group."""

@@ -126,7 +126,9 @@ class Facts:
             self.perf_header, active = parse_performance(self.text("perf"))
             for pos, g in enumerate(self.gpus):
                 if g.index in clocks:
-                    _, g.sm_clock_mhz, g.sm_clock_max_mhz = clocks[g.index]
+                    temp, g.sm_clock_mhz, g.sm_clock_max_mhz = clocks[g.index]
+                    if temp is not None:  # the A5 sample is taken after the inventory query
+                        g.temperature_c = max(temp, g.temperature_c or temp)
                 g.active_throttle = active.get(pos, [])
 
     def gpu_reports(self) -> list[GpuReport]:

@@ -1,0 +1,130 @@
+"""Shared fixtures: every test gets its own RGT_HOME; SSH tests talk to a real OpenSSH sshd
+on 127.0.0.1 started once per session; tools are exercised through a real MCP client."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from mcp_server.hosts.local import LocalHost
+from mcp_server.hosts.ssh import Destination, SshHost
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
+from tests.support import fakegpu
+from tests.support.sshd import Sshd
+
+
+@dataclass
+class Env:
+    root: Path
+    home: Path
+    config: Path
+    ssh_config: Path
+
+    def settings(self) -> Settings:
+        return Settings.from_env()
+
+    def write_inventory(self, hosts: dict[str, dict[str, Any]]) -> None:
+        lines = []
+        for name, entry in hosts.items():
+            lines.append(f"[hosts.{json.dumps(name)}]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in entry.items()]
+        text = "\n".join(lines) + "\n"
+        tomllib.loads(text)
+        self.config.write_text(text)
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
+    e = Env(tmp_path, tmp_path / "rgt-home", tmp_path / "hosts.toml", tmp_path / "ssh_config")
+    e.ssh_config.write_text("")
+    monkeypatch.setenv("RGT_HOME", str(e.home))
+    monkeypatch.setenv("RGT_CONFIG", str(e.config))
+    monkeypatch.setenv("RGT_SSH_CONFIG", str(e.ssh_config))
+    monkeypatch.setenv("RGT_CONNECT_TIMEOUT", "5")
+    return e
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def box(sshd: Sshd, env: Env) -> Sshd:
+    """The sshd reachable as alias `testbox` through this test's ssh config."""
+    if sshd.proc is None or sshd.proc.poll() is not None:
+        sshd.start()
+    env.ssh_config.write_text(sshd.client_config("testbox"))
+    return sshd
+
+
+@pytest.fixture
+def gpu(box: Sshd) -> Iterator[Callable[[str], fakegpu.Scenario]]:
+    """Install a fake nvidia-smi scenario on the test box's PATH."""
+
+    def use(name: str) -> fakegpu.Scenario:
+        fakegpu.uninstall(box.fakebin)
+        s = fakegpu.scenario(name)
+        fakegpu.install(box.fakebin, s)
+        return s
+
+    yield use
+    fakegpu.uninstall(box.fakebin)
+
+
+def make_ssh_host(env: Env, name: str = "testbox", policy: str = "strict") -> SshHost:
+    s = Settings.from_env()
+    return SshHost(name, Destination.parse(name), known_hosts_path=s.known_hosts_path,
+                   ssh_config=s.ssh_config, host_key_policy=policy,  # type: ignore[arg-type]
+                   connect_timeout_s=5, command_timeout_s=30)
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def any_host(request: pytest.FixtureRequest, env: Env) -> AsyncIterator[LocalHost | SshHost]:
+    """The host contract runs on both kinds."""
+    if request.param == "local":
+        host: LocalHost | SshHost = LocalHost()
+    else:
+        request.getfixturevalue("box")
+        host = make_ssh_host(env)
+    yield host
+    await host.close()
+
+
+class Caller:
+    """A real MCP client per call (a fresh server instance each time, like a client that
+    reconnects). Use `session()` for several calls on one connection."""
+
+    def session(self) -> Client:
+        return Client(build_server(Settings.from_env()), read_timeout_seconds=120)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Any:
+        async with self.session() as c:
+            return await c.call_tool(name, arguments or {}, **kw)
+
+
+@pytest.fixture
+def client() -> Caller:
+    return Caller()
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, [getattr(c, "text", c) for c in result.content]
+    assert result.structured_content is not None
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error, result.structured_content
+    return "\n".join(getattr(c, "text", "") for c in result.content)

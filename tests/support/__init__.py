@@ -1,0 +1,1 @@
+"""Test infrastructure: a real OpenSSH sshd on loopback, and fake GPU tools for it."""

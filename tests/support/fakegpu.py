@@ -1,0 +1,172 @@
+"""Fake GPU tools for the test box. There is no GPU here, so `nvidia-smi` (and `dmesg`
+for Xid scenarios) are replaced by scripts printing REAL output formats: the csv rows
+come verbatim from tests/fixtures/nvidia-smi-samples.txt (reconstructed from NVIDIA's
+documentation and public captures); the PERFORMANCE report, clock query and dmon table
+follow the documented layouts and are generated per scenario. Labelled fakes, not mocks."""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi-samples.txt"
+_BLOCK = re.compile(r"^=== (?P<scenario>[^/(]+?)(?: \([^)]*\))? / (?P<query>Q_GPU|Q_APPS) \(rc=(?P<rc>\d+)[^)]*\) ===$")
+
+
+def load_samples() -> dict[tuple[str, str], tuple[int, str]]:
+    """(scenario, Q_GPU|Q_APPS) -> (rc, exact stdout)."""
+    out: dict[tuple[str, str], tuple[int, str]] = {}
+    key, rc, buf = None, 0, []
+    for line in SAMPLES.read_text().splitlines():
+        m = _BLOCK.match(line)
+        if m or line.startswith("=== "):
+            if key:
+                out[key] = (rc, "\n".join(buf).strip("\n"))
+            key = (m["scenario"].strip(), m["query"]) if m else None
+            rc, buf = (int(m["rc"]) if m else 0), []
+            continue
+        if key and not line.startswith("#"):
+            buf.append("" if line == "<empty>" else line)
+    if key:
+        out[key] = (rc, "\n".join(buf).strip("\n"))
+    return out
+
+
+@dataclass
+class Scenario:
+    name: str
+    gpu_rows: str
+    gpu_rc: int = 0
+    apps: str = ""
+    throttled: dict[int, list[str]] = field(default_factory=dict)  # gpu index -> active reasons
+    temps: dict[int, int] = field(default_factory=dict)
+    clocks: dict[int, int] = field(default_factory=dict)  # current SM MHz overrides
+    driver: str = "550.54.15"
+    cuda: str = "12.4"
+    dmesg: str | None = None  # replaces dmesg output when set
+
+
+def _indices(rows: str) -> list[tuple[int, int]]:
+    out = []
+    for line in rows.splitlines():
+        parts = line.split(", ")
+        if len(parts) == 9 and parts[0].isdigit():
+            out.append((int(parts[0]), int(parts[6])))
+    return out
+
+
+_REASONS = ["Idle", "Applications Clocks Setting", "SW Power Cap", "HW Slowdown", "HW Thermal Slowdown",
+            "HW Power Brake Slowdown", "Sync Boost", "SW Thermal Slowdown", "Display Clock Setting"]
+
+
+def performance_report(s: Scenario) -> str:
+    lines = ["", "==============NVSMI LOG==============", "",
+             f"{'Timestamp':42}: Wed Dec  2 13:00:00 2026", f"{'Driver Version':42}: {s.driver}",
+             f"{'CUDA Version':42}: {s.cuda}", "", f"{'Attached GPUs':42}: {len(_indices(s.gpu_rows))}"]
+    for idx, _ in _indices(s.gpu_rows):
+        lines += [f"GPU 00000000:{0x18 + idx * 0x10:02X}:00.0", f"    {'Performance State':38}: P0",
+                  "    Clocks Event Reasons"]
+        for r in _REASONS:
+            indent = "            " if r in ("HW Thermal Slowdown", "HW Power Brake Slowdown") else "        "
+            state = "Active" if r in s.throttled.get(idx, []) else "Not Active"
+            lines.append(f"{indent}{r:{42 - len(indent)}}: {state}")
+        lines.append(f"    {'Sparse Operation Mode':38}: N/A")
+    return "\n".join(lines) + "\n"
+
+
+def clocks_rows(s: Scenario) -> str:
+    rows = []
+    for idx, temp in _indices(s.gpu_rows):
+        rows.append(f"{idx}, {s.temps.get(idx, temp)}, {s.clocks.get(idx, 1980)}, 1980")
+    return "\n".join(rows)
+
+
+def dmon_table(s: Scenario) -> str:
+    head = ("# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk  pviol  tviol    fb   bar1\n"
+            "# Idx      W      C      C      %      %      %      %    MHz    MHz      %   bool    MB     MB")
+    body = [f"    {i}     70     {t}     35      0      0      0      0   2619   1980      0      0     0      2"
+            for i, t in _indices(s.gpu_rows)]
+    return head + "\n" + "\n".join(body * 5)
+
+
+def install(fakebin: Path, s: Scenario) -> None:
+    d = fakebin / "scenario"
+    d.mkdir(exist_ok=True)
+    (d / "q_gpu").write_text(s.gpu_rows + ("\n" if s.gpu_rows else ""))
+    (d / "q_apps").write_text(s.apps + ("\n" if s.apps else ""))
+    (d / "clocks").write_text(clocks_rows(s) + "\n")
+    (d / "perf").write_text(performance_report(s))
+    (d / "dmon").write_text(dmon_table(s) + "\n")
+    script = f"""#!/bin/sh
+# fake nvidia-smi ({s.name}): documented output formats, see tests/support/fakegpu.py
+D={d}
+case "$*" in
+  *--query-gpu=index,name,uuid*) cat "$D/q_gpu"; exit {s.gpu_rc};;
+  *--query-compute-apps*) cat "$D/q_apps"; exit 0;;
+  *--query-gpu=index,temperature.gpu,clocks*) cat "$D/clocks"; exit 0;;
+  *"-q -d PERFORMANCE"*) cat "$D/perf"; exit 0;;
+  *dmon*) cat "$D/dmon"; exit 0;;
+  *) echo "fake nvidia-smi: unsupported arguments: $*" >&2; exit 2;;
+esac
+"""
+    _write_exec(fakebin / "nvidia-smi", script)
+    if s.dmesg is not None:
+        (d / "dmesg").write_text(s.dmesg + "\n")
+        _write_exec(fakebin / "dmesg", f"#!/bin/sh\ncat {d}/dmesg\n")
+
+
+def uninstall(fakebin: Path) -> None:
+    for name in ("nvidia-smi", "dmesg"):
+        (fakebin / name).unlink(missing_ok=True)
+
+
+def _write_exec(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def scenario(name: str) -> Scenario:
+    """Named scenarios the tests use, built from the sample file's real rows."""
+    samples = load_samples()
+
+    def rows(key: str) -> tuple[int, str]:
+        return samples[(key, "Q_GPU")]
+
+    if name == "h100x8-healthy":
+        rc, text = rows("h100x8-idle")
+        return Scenario(name, text, rc, samples[("h100x8-idle", "Q_APPS")][1])
+    if name == "h100x8-training":
+        rc, text = rows("h100x8-training")
+        return Scenario(name, text, rc, samples[("h100x8-training", "Q_APPS")][1])
+    if name == "h100x8-throttled":
+        rc, text = rows("h100x8-idle")
+        lines = text.splitlines()
+        parts = lines[4].split(", ")
+        parts[6] = "88"  # GPU 4 runs hot
+        lines[4] = ", ".join(parts)
+        return Scenario(name, "\n".join(lines), rc, "", throttled={4: ["HW Slowdown", "HW Thermal Slowdown"]},
+                        temps={4: 88}, clocks={4: 1095})
+    if name == "h100x8-xid79":
+        rc, text = rows("h100x8-idle")
+        dmesg = ("[ 1021.518812] NVRM: GPU at PCI:0000:5d:00: GPU-9f3c6d12-a7e4-4b81-8d0f-5e2a1c6b9d47\n"
+                 "[ 1021.518820] NVRM: Xid (PCI:0000:5d:00): 79, pid=2113510, name=python, GPU has fallen off the bus.")
+        return Scenario(name, text, rc, "", dmesg=dmesg)
+    if name == "h100x8-zombie":
+        rc, text = rows("h100x8-idle")
+        lines = text.splitlines()
+        parts = lines[2].split(", ")
+        parts[4] = "31744"  # 31 GiB held on GPU 2, and no compute process listed for it
+        lines[2] = ", ".join(parts)
+        return Scenario(name, "\n".join(lines), rc, "")
+    if name == "h100x8-degraded":
+        rc, text = rows("h100x8-degraded")
+        return Scenario(name, text, rc, samples[("h100x8-degraded", "Q_APPS")][1])
+    if name == "driver-not-loaded":
+        rc, text = rows("driver-not-loaded")
+        return Scenario(name, text, rc, "")
+    if name == "rtx4090-container":
+        rc, text = rows("rtx4090x1-training")
+        return Scenario(name, text, rc, samples[("rtx4090x1-container-no-pid-access", "Q_APPS")][1], driver="550.120")
+    raise KeyError(name)

@@ -1,0 +1,213 @@
+"""audit_box end to end: through a real MCP client (in memory and over stdio), against the
+real sshd with fake GPU tools printing real nvidia-smi formats."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import error_text, structured
+
+
+def by_id(audit: dict, cid: str, subject: str | None = None) -> dict:
+    found = [c for c in audit["checks"] if c["id"] == cid and (subject is None or c["subject"] == subject)]
+    assert found, f"{cid} missing"
+    return found[0]
+
+
+@pytest.fixture
+def gpu_box(env, box, tmp_path):
+    durable = tmp_path / "durable"
+    durable.mkdir()
+    env.write_inventory({"gpu1": {"destination": "testbox", "profile": "generic-ssh",
+                                  "durable_root": str(durable), "hourly_price": 2.5}})
+    return durable
+
+
+async def audit_of(client, **args) -> dict:
+    res = structured(await client.call_tool("audit_box", args))
+    (outcome,) = res["outcomes"]
+    assert outcome["error"] is None, outcome["error"]
+    return outcome["audit"]
+
+
+async def test_healthy_h100_box_passes_the_gpu_checks(gpu_box, gpu, client) -> None:
+    gpu("h100x8-healthy")
+    a = await audit_of(client, host="gpu1", expect_gpu={"name": "H100 80GB", "count": 8})
+    assert by_id(a, "A2")["status"] == "PASS"
+    assert "8 x NVIDIA H100 80GB HBM3" in by_id(a, "A2")["evidence"]
+    for cid in ("A5", "A6", "A7b", "A8", "A9"):
+        assert by_id(a, cid)["status"] == "PASS", by_id(a, cid)
+    assert len(a["gpus"]) == 8 and a["gpus"][0]["memory_total_mib"] == 81559
+    assert a["round_trips"] == 1
+    assert by_id(a, "A2")["route"] == "references://run-remote/audit-checks#a2"
+
+
+async def test_rented_gpu_mismatch_is_a_warning(gpu_box, gpu, client) -> None:
+    gpu("h100x8-healthy")
+    a = await audit_of(client, host="gpu1", expect_gpu={"name": "A100", "count": 4})
+    ev = by_id(a, "A2")
+    assert ev["status"] == "WARN" and "expected name containing 'A100'" in ev["evidence"]
+
+
+async def test_a_throttled_gpu_fails_with_its_index_and_reason(gpu_box, gpu, client) -> None:
+    gpu("h100x8-throttled")
+    a = await audit_of(client, host="gpu1")
+    a6 = by_id(a, "A6")
+    assert a6["status"] == "FAIL" and "GPU 4: HW Slowdown, HW Thermal Slowdown" in a6["evidence"]
+    a5 = by_id(a, "A5")
+    assert a5["status"] == "FAIL" and "GPU 4: 88 C, SM 1095/1980 MHz" in a5["evidence"]
+    assert a["verdict"] == "FAIL"
+
+
+async def test_xid_79_in_dmesg_fails_the_box(gpu_box, gpu, client) -> None:
+    gpu("h100x8-xid79")
+    a = await audit_of(client, host="gpu1")
+    a7 = by_id(a, "A7")
+    assert a7["status"] == "FAIL" and "Xid 79" in a7["evidence"] and "re-rent" in a7["evidence"]
+
+
+async def test_vram_held_with_no_listed_process_is_reported_not_killed(gpu_box, gpu, client) -> None:
+    gpu("h100x8-zombie")
+    a = await audit_of(client, host="gpu1")
+    a8 = by_id(a, "A8")
+    assert a8["status"] == "WARN" and "GPU 2: 31744 MiB used, no process listed" in a8["evidence"]
+    assert "explicit OK" in a8["evidence"]
+
+
+async def test_uncorrected_ecc_and_a_stray_holder(gpu_box, gpu, client) -> None:
+    gpu("h100x8-degraded")
+    a = await audit_of(client, host="gpu1")
+    assert by_id(a, "A7b")["status"] == "FAIL" and "GPU 3: 2" in by_id(a, "A7b")["evidence"]
+    a9 = by_id(a, "A9")
+    assert a9["status"] == "WARN" and "1988021" in a9["evidence"]
+
+
+async def test_driver_not_loaded_is_a_failure_with_the_reason(gpu_box, gpu, client) -> None:
+    gpu("driver-not-loaded")
+    a = await audit_of(client, host="gpu1", expect_gpu={"count": 1})
+    a2 = by_id(a, "A2")
+    assert a2["status"] == "FAIL" and "driver is not loaded" in a2["evidence"]
+
+
+async def test_no_nvidia_smi_skips_gpu_checks_with_the_reason(gpu_box, client) -> None:
+    a = await audit_of(client, host="gpu1")
+    for cid in ("A2", "A5", "A6", "A8", "A9"):
+        c = by_id(a, cid)
+        assert c["status"] == "SKIP" and "nvidia-smi is not installed" in c["evidence"]
+
+
+async def test_expected_gpu_missing_is_a_failure(gpu_box, client) -> None:
+    a = await audit_of(client, host="gpu1", expect_gpu={"count": 8})
+    assert by_id(a, "A2")["status"] == "FAIL"
+
+
+@pytest.fixture
+def tiny_inode_fs(tmp_path):
+    mnt = tmp_path / "tinyfs"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=40", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_inode_exhaustion_fails_while_bytes_look_fine(env, box, client, tiny_inode_fs) -> None:
+    for i in range(39):
+        (tiny_inode_fs / f"sample_{i}.png").write_bytes(b"x")
+    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(tiny_inode_fs)}})
+    a = await audit_of(client, host="gpu1")
+    inodes = by_id(a, "A11", str(tiny_inode_fs))
+    space = by_id(a, "A10", str(tiny_inode_fs))
+    assert inodes["status"] == "FAIL" and "No space left on device" in inodes["evidence"]
+    assert space["status"] != "FAIL" and by_id(a, "A10", str(tiny_inode_fs))["evidence"].split(": ")[1].startswith("0% used")
+    assert by_id(a, "A19")["status"] == "FAIL", "the write probe must fail on a full inode table"
+
+
+async def test_durable_root_on_a_surviving_tier_passes(env, box, client, tmp_path) -> None:
+    env.write_inventory({"gpu1": {"destination": "testbox", "profile": "local", "durable_root": str(tmp_path)}})
+    a = await audit_of(client, host="gpu1")
+    assert by_id(a, "A19")["status"] == "PASS"
+
+
+async def test_fan_out_returns_every_audit_and_one_clear_error(env, box, client, tmp_path) -> None:
+    env.write_inventory({
+        "a": {"destination": "testbox", "durable_root": str(tmp_path)},
+        "b": {"destination": "testbox", "durable_root": str(tmp_path)},
+        "dead": {"destination": "root@127.0.0.1:1"},
+    })
+    res = structured(await client.call_tool("audit_box", {"hosts": ["a", "dead", "b"]}))
+    outcomes = {o["host"]: o for o in res["outcomes"]}
+    assert [o["host"] for o in res["outcomes"]] == ["a", "dead", "b"]
+    assert outcomes["a"]["audit"]["verdict"] in ("PASS", "WARN")
+    assert outcomes["b"]["audit"] is not None
+    err = outcomes["dead"]["error"]
+    assert outcomes["dead"]["audit"] is None and err["code"] == "transport"
+    assert "network error while connecting" in err["message"]
+
+
+async def test_single_unreachable_host_is_a_tool_error(env, client) -> None:
+    env.write_inventory({"dead": {"destination": "root@127.0.0.1:1"}})
+    text = error_text(await client.call_tool("audit_box", {"host": "dead"}))
+    assert "host dead" in text and "network error while connecting" in text
+
+
+async def test_audit_is_recorded_in_the_ledger(gpu_box, client, env) -> None:
+    await audit_of(client, host="gpu1")
+    from mcp_server.ledger import Ledger
+
+    ledger = Ledger.open(env.home / "ledger.sqlite")
+    ev = ledger.latest("audit", host="gpu1")
+    assert ev is not None and set(ev.data["counts"]) == {"PASS", "WARN", "FAIL", "SKIP"}
+
+
+async def test_bad_paths_are_refused_before_anything_runs(gpu_box, client) -> None:
+    text = error_text(await client.call_tool("audit_box", {"host": "gpu1", "paths": ["-rf"]}))
+    assert "starts with '-'" in text
+
+
+def console_script() -> str:
+    found = shutil.which("remote-gpu-trainer-mcp") or str(Path(sys.executable).parent / "remote-gpu-trainer-mcp")
+    assert Path(found).exists()
+    return found
+
+
+async def test_audit_over_stdio_through_the_console_script(gpu_box, gpu, env) -> None:
+    import os
+
+    gpu("h100x8-healthy")
+    params = StdioServerParameters(command=console_script(), env={
+        k: os.environ[k] for k in ("RGT_HOME", "RGT_CONFIG", "RGT_SSH_CONFIG", "PATH")})
+    async with Client(params, read_timeout_seconds=60) as c:
+        tools = {t.name for t in (await c.list_tools()).tools}
+        assert "audit_box" in tools
+        res = structured(await c.call_tool("audit_box", {"host": "gpu1"}))
+    assert res["outcomes"][0]["audit"]["gpus"][7]["index"] == 7
+
+
+def test_call_command_prints_the_local_audit_as_json(env) -> None:
+    import json
+    import os
+
+    done = subprocess.run([console_script(), "call", "audit_box", '{"host": "local"}'],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["outcomes"][0]["audit"]["checks"][0]["id"] == "A1"
+
+
+def test_call_command_exits_non_zero_on_a_tool_error(env) -> None:
+    import os
+
+    done = subprocess.run([console_script(), "call", "audit_box", '{"host": "-bad"}'],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 1 and "not an ssh destination" in done.stderr
