@@ -26,6 +26,13 @@ def _float_env(env: dict[str, str], name: str, default: float, lo: float, hi: fl
     return value
 
 
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ConfigError("RGT_LOG_LEVEL is not a log level", observed=raw, expected="DEBUG|INFO|WARNING|ERROR")
+    return level
+
+
 class Settings(BaseModel):
     """Everything the server reads from its environment, resolved once at start-up."""
 
@@ -36,6 +43,7 @@ class Settings(BaseModel):
     command_timeout_s: float = 30.0
     max_channels: int = 8
     output_cap_bytes: int = 16 * 1024
+    log_level: str = "WARNING"
 
     @property
     def ledger_path(self) -> Path:
@@ -70,4 +78,5 @@ class Settings(BaseModel):
             command_timeout_s=_float_env(env, "RGT_COMMAND_TIMEOUT", 30.0, 1, 600),
             max_channels=int(_float_env(env, "RGT_MAX_CHANNELS", 8, 1, 9)),
             output_cap_bytes=int(_float_env(env, "RGT_OUTPUT_CAP", 16 * 1024, 1024, 1 << 20)),
+            log_level=_log_level(env.get("RGT_LOG_LEVEL", "WARNING")),
         )

@@ -146,7 +146,7 @@ def _start_script(spec: HostSpec, req: LaunchRequest, run_id: str, base: str, wo
     lines += [
         f"echo RGT-STARTED {quote(run_id)}",
         # The wrapper records its pid within a moment; then wait for an early exit.
-        'i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done',
+        'i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt 150 ]; do sleep 0.02; i=$((i+1)); done',
         f'i=0; while [ ! -f "$d/exit_code" ] && [ $i -lt {waits} ]; do sleep 0.2; i=$((i+1)); done',
         'rgt_state "$d"',
         f'echo RGT-LOG; tail -c {LOG_TAIL_BYTES} "$d/log" 2>/dev/null',

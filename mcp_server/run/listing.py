@@ -44,7 +44,7 @@ class HostRuns(BaseModel):
 def _script(spec: HostSpec) -> str:
     runs = RunPaths(spec.durable_root, "x").runs
     return f"""{STATE_FUNCS}
-now=$(date +%s); printf 'now=%s\\n' "$now"
+printf 'now=%(%s)T\\n' -1
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
 [ -d {runs} ] || exit 0
 ls -1 {runs} 2>/dev/null | grep -v '^queue-' | tail -n {MAX_RUNS} | while IFS= read -r r; do

@@ -69,16 +69,19 @@ def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_byt
     return f"""{STATE_FUNCS}
 f={log_word}
 {state}
-size=$(stat -L -c %s -- "$f" 2>/dev/null) || {{ echo RGT-NOLOG; exit 0; }}
-printf 'size=%s\\nmtime=%s\\nnow=%s\\n' "$size" "$(stat -L -c %Y -- "$f")" "$(date +%s)"
+sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || {{ echo RGT-NOLOG; exit 0; }}
+size=${{sm% *}}
+printf 'size=%s\\nmtime=%s\\nnow=%(%s)T\\n' "$size" "${{sm#* }}" -1
 mb={int(max_bytes)}; start={start}
 if [ "$start" -gt "$size" ]; then echo reset=1; start=0; fi
 len=$(( size - start < mb ? size - start : mb ))
 printf 'start=%s\\nlen=%s\\n' "$start" "$len"
-printf '@@W{nonce}\\n'; [ "$len" -gt 0 ] && tail -c +$((start + 1)) -- "$f" | head -c "$len"
+rd() {{ dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
+  || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }}
+printf '@@W{nonce}\\n'; [ "$len" -gt 0 ] && rd "$start" "$len"
 printf '@@T{nonce}\\n'
 ts=$(( size > {SIGNATURE_TAIL} ? size - {SIGNATURE_TAIL} : 0 ))
-if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then tail -c +$((ts + 1)) -- "$f" | head -c $((size - ts)); fi
+if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi
 printf '@@E{nonce}\\n'
 """
 
@@ -162,7 +165,7 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], w
                  "or block-buffered stdout (PYTHONUNBUFFERED/python -u); check GPU utilisation and checkpoint mtimes")
     text = redactor.scrub(window.decode("utf-8", "replace"))
     scan_text = redactor.scrub((tail or window).decode("utf-8", "replace"))
-    hits = {h.id: h for h in scan(scan_text) + scan(text)}
+    hits = {h.id: h for h in scan(scan_text) + (scan(text) if tail else [])}
     return TailResult(
         host=spec.name, run_id=run_id, path=path, state=state, text=text, offset=start, next_offset=next_offset,
         size=size, eof=next_offset >= size, truncated=next_offset < size, log_reset=kv.get("reset") == "1",
