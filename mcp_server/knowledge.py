@@ -8,7 +8,7 @@ import functools
 import importlib.resources
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -28,7 +28,7 @@ class StorageTier(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     path: str = Field(description="mount or path prefix on the box; ~ means the login home")
-    survives_stop: bool | None = Field(description="survives the platform's park/stop action (None: no such action)")
+    survives_stop: bool | None = Field(default=None, description="survives the platform's park/stop action (None/absent: no such action)")
     survives_destroy: bool = Field(description="survives destroy/terminate/release")
     cap: str | None = None
     notes: str | None = None
@@ -55,6 +55,27 @@ class PlatformApi(BaseModel):
     cli: str | None = None
     rest_base: str | None = None
     api_key_env: str | None = Field(default=None, description="env var NAME holding the key; never the key")
+
+
+class ProfileVariant(BaseModel):
+    """A sub-platform a family profile covers (generic-ssh: Slurm, Kubernetes, notebooks)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    title: str
+    kind: Literal["slurm", "kubernetes", "notebook"]
+    anchor: str = Field(description="section of the profile page that describes it")
+    meter_stop_verb: str
+    meter_stop_irreversible: bool | Literal["mixed", "n/a"]
+    detach_primitive: str
+    spot_available: bool
+    spot_grace: str
+    shared_fs: FlexBool
+    inode_cap: str
+    free_egress: FlexBool
+    china_mirror_needed: FlexBool
+    durable_root: str | None = None
+    danger_clocks: list[str] = Field(default_factory=list)
 
 
 class Profile(BaseModel):
@@ -85,6 +106,11 @@ class Profile(BaseModel):
     tiers: list[StorageTier]
     meter_actions: list[MeterAction] = Field(default_factory=list)
     api: PlatformApi | None = None
+    ssh_user: str | None = Field(default=None, description="login user the platform gives you (root, ubuntu, ...)")
+    relaunch_hook: str | None = Field(default=None, description="on-box script the platform re-runs on every container start")
+    facts_verified: str | None = Field(default=None, pattern=r"^20\d\d-(0[1-9]|1[0-2])$",
+                                       description="month the billing/teardown facts were last checked (YYYY-MM)")
+    variants: list[ProfileVariant] = Field(default_factory=list)
 
     def tier_for(self, path: str) -> StorageTier | None:
         """The tier a path lives on: the longest matching path prefix."""
@@ -102,6 +128,104 @@ class Profile(BaseModel):
         return next((a for a in self.meter_actions if a.action == name), None)
 
 
+_EXPLICIT_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
+# A heading that opens with a stable id (U7, A7b, T18b, K8S1, VAST10, ...) is anchored by it.
+_STABLE_ID = re.compile(r"^([A-Z][A-Z0-9]*?[0-9]+[a-z]?)(?=$|[\s:.,;(\u2014\u2013-])")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_EXCERPT_SKIP = re.compile(r"^\s*(#|\||```|~~~|<!--|---|\+\+\+)")
+
+
+def stable_id(heading: str) -> str | None:
+    """The catalog id a heading starts with (`U7 — No space left` -> `U7`), if any."""
+    m = _STABLE_ID.match(heading.strip())
+    return m.group(1) if m else None
+
+
+def slugify(heading: str) -> str:
+    """GitHub-style anchor: lowercase, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    return re.sub(r"\s", "-", text)
+
+
+def _anchor(heading: str) -> tuple[str, str, str | None]:
+    """(display heading, anchor, stable id) for a heading's text."""
+    m = _EXPLICIT_ANCHOR.search(heading)
+    shown = heading[: m.start()] if m else heading
+    sid = stable_id(shown)
+    if m:
+        return shown.strip(), m.group(1), sid
+    return shown.strip(), sid.lower() if sid else slugify(shown), sid
+
+
+@dataclass(frozen=True)
+class Section:
+    """One heading of a page and the text under it (its subsections included)."""
+
+    kind: Literal["references", "profiles"]
+    path: str
+    anchor: str
+    heading: str
+    level: int
+    stable_id: str | None
+    text: str = field(repr=False)
+    own_text: str = field(repr=False)  # up to the next heading of any level: what search indexes
+    trail: tuple[str, ...] = ()  # headings of the enclosing sections, outermost first
+
+    @property
+    def uri(self) -> str:
+        return f"{self.kind}://{self.path}#{self.anchor}"
+
+
+def _split_sections(kind: Literal["references", "profiles"], path: str, body: str) -> tuple[Section, ...]:
+    lines = body.splitlines()
+    heads: list[tuple[int, int, str]] = []  # (line index, level, raw heading)
+    fenced = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        m = None if fenced else _HEADING.match(line)
+        if m:
+            heads.append((i, len(m.group(1)), m.group(2)))
+    out: list[Section] = []
+    seen: dict[str, int] = {}
+    stack: list[tuple[int, str]] = []
+    for n, (i, level, raw) in enumerate(heads):
+        shown, anchor, sid = _anchor(raw)
+        if anchor in seen:
+            seen[anchor] += 1
+            anchor = f"{anchor}-{seen[anchor]}"
+        else:
+            seen[anchor] = 0
+        end = next((j for j, lv, _ in heads[n + 1:] if lv <= level), len(lines))
+        own_end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        out.append(Section(kind=kind, path=path, anchor=anchor, heading=shown, level=level, stable_id=sid,
+                           text="\n".join(lines[i:end]).strip() + "\n",
+                           own_text="\n".join(lines[i + 1:own_end]).strip(),
+                           trail=tuple(h for _, h in stack)))
+        stack.append((level, shown))
+    return tuple(out)
+
+
+def first_paragraph(text: str, limit: int = 240) -> str:
+    """The first prose paragraph of some markdown (quote markers and emphasis removed), cut."""
+    para: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            if para:
+                break
+            continue
+        if _EXCERPT_SKIP.match(line):
+            if para:
+                break
+            continue
+        para.append(line.strip().lstrip(">").strip())
+    flat = re.sub(r"[*`]", "", " ".join(para)).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "\u2026"
+
+
 @dataclass(frozen=True)
 class Doc:
     """One markdown page of the knowledge base."""
@@ -115,7 +239,7 @@ class Doc:
         for line in self.body.splitlines():
             m = _HEADING.match(line)
             if m:
-                return m.group(2)
+                return _anchor(m.group(2))[0]
         return self.path
 
     @property
@@ -125,6 +249,24 @@ class Doc:
     @property
     def uri(self) -> str:
         return f"{self.kind}://{self.path}"
+
+    @functools.cached_property
+    def sections(self) -> tuple[Section, ...]:
+        return _split_sections(self.kind, self.path, self.body)
+
+    @property
+    def description(self) -> str:
+        """The page's opening paragraph: what it is for."""
+        intro = self.sections[0].own_text if self.sections else self.body
+        return first_paragraph(intro) or self.title
+
+    def section(self, anchor: str) -> Section:
+        """The section with this anchor, or NotFoundError listing the page's anchors."""
+        for s in self.sections:
+            if s.anchor == anchor:
+                return s
+        raise NotFoundError(f"no section #{anchor} in {self.uri}", expected=[s.anchor for s in self.sections][:80],
+                            next_step=f"read {self.uri} or call search_references")
 
 
 def knowledge_root() -> Path:
@@ -194,3 +336,20 @@ def profile(name: str) -> Profile:
 def reference_uri(path: str, anchor: str | None = None) -> str:
     """URI of a reference page (and section); tools use it as the route to read next."""
     return f"references://{path}" + (f"#{anchor}" if anchor else "")
+
+
+_URI = re.compile(r"^(references|profiles)://([^#]+?)(?:#(.+))?$")
+
+
+def resolve(uri: str) -> tuple[Doc, Section | None]:
+    """The page (and section, when the URI has an #anchor) a references:// or profiles:// URI names."""
+    m = _URI.match(uri.strip())
+    if not m:
+        raise NotFoundError(f"not a knowledge URI: {uri!r}", expected="references://<path>[#anchor] or profiles://<platform>[#anchor]")
+    page = doc(m.group(1), m.group(2))  # type: ignore[arg-type]
+    return page, page.section(m.group(3)) if m.group(3) else None
+
+
+def all_sections() -> list[Section]:
+    """Every section of every reference and profile page, in page order."""
+    return [s for kind in ("references", "profiles") for d in docs(kind) for s in d.sections]  # type: ignore[arg-type]

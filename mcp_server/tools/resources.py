@@ -1,21 +1,64 @@
-"""Resources: every page of references/ and profiles/, registered by iterating the folders."""
+"""Resources: every page of references/ and profiles/ (registered by iterating the folders),
+plus section-level reads through two templates, so a client can load one entry
+(`references://run-remote/gotchas#u7`) instead of a whole page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Literal
+
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ..knowledge import Doc, docs
+from ..errors import NotFoundError
+from ..knowledge import Doc, doc, docs
+
+KINDS: tuple[Literal["references", "profiles"], ...] = ("references", "profiles")
+MIME = "text/markdown"
 
 
-def _reader(d: Doc):  # type: ignore[no-untyped-def]
-    return lambda: d.text
+def _reader(text: str) -> Callable[[], str]:
+    return lambda: text
+
+
+def describe(d: Doc) -> str:
+    """A page's resource description: what it is for and how to load one of its sections."""
+    entries = [s for s in d.sections if s.level > 1]
+    example = next((s for s in entries if s.stable_id), entries[0] if entries else None)
+    how = f" {len(entries)} sections; load one with {example.uri}." if example else ""
+    return d.description + how
+
+
+def section_text(kind: Literal["references", "profiles"], path: str, anchor: str) -> str:
+    """One section's markdown with a breadcrumb line naming its page."""
+    try:
+        page = doc(kind, path)
+        sec = page.section(anchor)
+    except NotFoundError as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    crumb = " > ".join((page.title, *sec.trail[1:])) if sec.trail else page.title
+    return f"<!-- {sec.uri} | {crumb} -->\n{sec.text}"
 
 
 def register(server: MCPServer) -> None:  # type: ignore[type-arg]
-    for kind in ("references", "profiles"):
-        for d in docs(kind):  # type: ignore[arg-type]
+    for kind in KINDS:
+        for d in docs(kind):
             server.add_resource(FunctionResource.from_function(
-                fn=_reader(d), uri=d.uri, name=d.uri, title=d.title,
-                description=f"{kind[:-1]} page {d.path}", mime_type="text/markdown",
+                fn=_reader(d.text), uri=d.uri, name=d.uri, title=d.title,
+                description=describe(d), mime_type=MIME,
             ))
+
+    @server.resource("references://{+path}#{anchor}", name="reference-section", title="One section of a reference page",
+                     description="One entry of a reference page by its anchor: a stable id lowercased (#u7, #a11, #m3, "
+                                 "#vp4) or a heading slug (#iron-law). search_references returns these URIs.",
+                     mime_type=MIME)
+    def reference_section(path: str, anchor: str) -> str:
+        return section_text("references", path, anchor)
+
+    @server.resource("profiles://{platform}#{anchor}", name="profile-section", title="One section of a platform profile",
+                     description="One section or trap of a platform profile: #storage-model, #teardown-billing, "
+                                 "a trap id such as #rp4 or #ad1.",
+                     mime_type=MIME)
+    def profile_section(platform: str, anchor: str) -> str:
+        return section_text("profiles", platform, anchor)
