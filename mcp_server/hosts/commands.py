@@ -4,6 +4,7 @@ quoted with shlex.quote; nothing else in the project builds a shell string by ha
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from collections.abc import Iterable
 
@@ -97,3 +98,13 @@ def remote_wrapper(script: str) -> str:
 
 def kill_group(pgid: int, signal: str = "TERM") -> str:
     return f"kill -{signal} -- -{int(pgid)} 2>/dev/null; true"
+
+
+def heredoc(path_word: str, content: str) -> str:
+    """Shell that writes `content` to a file literally (quoted heredoc, random delimiter)."""
+    while True:
+        tag = "RGT_EOF_" + secrets.token_hex(8)
+        if tag not in content:
+            break
+    body = content if content.endswith("\n") else content + "\n"
+    return f"cat > {path_word} <<'{tag}'\n{body}{tag}\n"

@@ -16,15 +16,16 @@ from pydantic import BaseModel, Field
 from .. import __version__
 from ..errors import GateRefused, InputError, RgtError
 from ..hosts.base import Host
-from ..hosts.commands import check_env_name, check_name, path_word, quote
+from ..hosts.commands import check_env_name, check_name, check_path, heredoc, path_word, quote
+from ..verify.roster import check_pattern
 from ..hosts.pool import HostSpec
 from ..ledger import Ledger
 from ..redact import Redactor
 from .backends import BACKENDS, tmux_session
-from .runs import RunPaths, RunRecord, new_run_id
+from .runs import RunOutputs, RunPaths, RunRecord, new_run_id
 from .signatures import SignatureHit, progress_hint, scan
 from .status import STATE_FUNCS, RunState, parse_state
-from .wrapper import env_script, heredoc, secrets_payload, wrapper_script
+from .wrapper import env_script, secrets_payload, wrapper_script
 
 MAX_PROBE_S = 25.0
 DEFAULT_MIN_FREE_GIB = 5.0
@@ -46,6 +47,8 @@ class LaunchRequest(BaseModel):
     relaunch: bool = False
     min_free_gib: float = Field(default=DEFAULT_MIN_FREE_GIB, ge=0)
     min_free_inodes: int = Field(default=DEFAULT_MIN_FREE_INODES, ge=0)
+    outputs: list[str] = Field(default_factory=list, description="roster patterns the run must produce")
+    output_root: str | None = None
 
 
 class LaunchResult(BaseModel):
@@ -179,6 +182,7 @@ def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_i
         git_dirty=(facts["git_dirty"].strip() not in ("", "0")) if "git_dirty" in facts else None,
         host_facts={k: facts[k] for k in ("hostname", "uname", "gpus") if k in facts},
         queue_id=queue_id, server_version=__version__,
+        outputs=RunOutputs(root=req.output_root or facts["workdir"], patterns=req.outputs) if req.outputs else None,
     )
 
 
@@ -200,6 +204,10 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     """Start one detached job (or return the live one of the same name)."""
     if req.name:
         check_name(req.name, "run name")
+    for p in req.outputs:
+        check_pattern(p)
+    if req.output_root:
+        check_path(req.output_root, "output_root")
     for k in req.env:
         check_env_name(k)
     secrets = secret_values(req.secret_env, os.environ if environ is None else environ, redactor)
@@ -221,7 +229,8 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
                       data={"name": req.name, "backend": backend, "command": req.command, "workdir": facts["workdir"],
                             "secret_env_names": sorted(secrets), "run_dir": result.run_dir,
                             "durable_root": spec.durable_root, "status": result.state.status,
-                            "exit_code": result.state.exit_code})
+                            "exit_code": result.state.exit_code,
+                            "outputs": record.outputs.model_dump() if record.outputs else None})
     return result
 
 

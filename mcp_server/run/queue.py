@@ -11,14 +11,14 @@ import os
 from pydantic import BaseModel, Field
 
 from ..hosts.base import Host
-from ..hosts.commands import quote
+from ..hosts.commands import heredoc, quote
 from ..hosts.pool import HostSpec
 from ..ledger import Ledger
 from ..redact import Redactor
 from .launch import LaunchRequest, choose_backend, secret_values, make_record, read_facts, run_files
 from .runs import new_run_id
 from .status import STATE_FUNCS, RunState, parse_state
-from .wrapper import heredoc, secrets_payload
+from .wrapper import secrets_payload
 
 QUEUE_TEMPLATE = r"""#!/usr/bin/env bash
 # remote-gpu-trainer queue runner. Written once at launch; never edit it while it runs.

@@ -66,6 +66,13 @@ class RunPaths:
         return f"{self.base}/locks/{check_name(name, 'run name')}"
 
 
+class RunOutputs(BaseModel):
+    """What the run must produce: the roster verify_artifacts and teardown check."""
+
+    root: str
+    patterns: list[str]
+
+
 class RunRecord(BaseModel):
     """run.json: what was launched, where, by whom, from which code."""
 
@@ -85,6 +92,7 @@ class RunRecord(BaseModel):
     git_dirty: bool | None = None
     host_facts: dict[str, str] = Field(default_factory=dict)
     queue_id: str | None = None
+    outputs: RunOutputs | None = None
     server_version: str
 
     model_config = {"populate_by_name": True}

@@ -9,7 +9,6 @@ atomically (tmp + rename). SIGKILL of the whole group leaves no exit file: that 
 from __future__ import annotations
 
 import base64
-import secrets as _secrets
 
 from ..hosts.commands import env_assignments, quote
 
@@ -65,13 +64,3 @@ def env_script(env: dict[str, str], proxy_hook: str | None) -> str:
 def secrets_payload(values: dict[str, str]) -> bytes:
     """NAME=base64 lines: what travels on stdin to the wrapper."""
     return "".join(f"{k}={base64.b64encode(v.encode()).decode()}\n" for k, v in values.items()).encode()
-
-
-def heredoc(path_word: str, content: str) -> str:
-    """Shell that writes `content` to a file literally (quoted heredoc, random delimiter)."""
-    while True:
-        tag = "RGT_EOF_" + _secrets.token_hex(8)
-        if tag not in content:
-            break
-    body = content if content.endswith("\n") else content + "\n"
-    return f"cat > {path_word} <<'{tag}'\n{body}{tag}\n"

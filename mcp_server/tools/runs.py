@@ -64,6 +64,8 @@ def register(server: MCPServer) -> None:  # type: ignore[type-arg]
         relaunch: Annotated[bool, Field(description="start again a name whose last run has finished")] = False,
         min_free_gib: Annotated[float, Field(description="disk gate: refuse when the durable root has less free space", ge=0)] = 5.0,
         min_free_inodes: Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)] = 10000,
+        outputs: Annotated[list[str] | None, Field(description="files the run must produce (paths/globs relative to output_root): verify_artifacts and teardown check them", max_length=256)] = None,
+        output_root: Annotated[str | None, Field(description="where outputs live on the box (default: workdir)")] = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -78,7 +80,8 @@ def register(server: MCPServer) -> None:  # type: ignore[type-arg]
         with tool_errors(app):
             base = dict(name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [], backend=backend,
                         allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
-                        min_free_gib=min_free_gib, min_free_inodes=min_free_inodes)
+                        min_free_gib=min_free_gib, min_free_inodes=min_free_inodes,
+                        outputs=outputs or [], output_root=output_root)
             if commands:
                 if command or hosts:
                     raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
