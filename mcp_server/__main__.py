@@ -20,7 +20,8 @@ environment:
   RGT_HOME         state directory (ledger, pulls, pinned host keys); default: your state dir
   RGT_CONFIG       inventory TOML; default ~/.config/remote-gpu-trainer/hosts.toml
   RGT_SSH_CONFIG   OpenSSH client config to honour; default ~/.ssh/config ("none" to ignore)
-  RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_OUTPUT_CAP, RGT_LOG_LEVEL
+  RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_OUTPUT_CAP, RGT_LOG_LEVEL,
+  RGT_TEARDOWN_CONFIRM_S (how long teardown polls the platform for the meter to stop; default 20)
 
 examples:
   remote-gpu-trainer-mcp                      serve over stdio (what MCP clients run)

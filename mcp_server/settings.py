@@ -44,6 +44,7 @@ class Settings(BaseModel):
     max_channels: int = 8
     output_cap_bytes: int = 16 * 1024
     log_level: str = "WARNING"
+    teardown_confirm_s: float = 20.0
 
     @property
     def ledger_path(self) -> Path:
@@ -79,4 +80,5 @@ class Settings(BaseModel):
             max_channels=int(_float_env(env, "RGT_MAX_CHANNELS", 8, 1, 9)),
             output_cap_bytes=int(_float_env(env, "RGT_OUTPUT_CAP", 16 * 1024, 1024, 1 << 20)),
             log_level=_log_level(env.get("RGT_LOG_LEVEL", "WARNING")),
+            teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", 20.0, 1, 30),
         )

@@ -30,6 +30,8 @@ class InventoryEntry(BaseModel):
     instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     python: str | None = None
+    api_base: str | None = Field(default=None, pattern=r"^https?://[^\s]+$",
+                                 description="platform REST base URL override (default: the profile's)")
 
     @field_validator("durable_root", "scratch_root", "python")
     @classmethod

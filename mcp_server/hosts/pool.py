@@ -34,6 +34,7 @@ class HostSpec:
     instance_id: str | None
     api_key_env: str | None
     in_inventory: bool
+    api_base: str | None = None
 
 
 def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
@@ -53,6 +54,7 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
         instance_id=entry.instance_id,
         api_key_env=entry.api_key_env or (prof.api.api_key_env if prof.api else None),
         in_inventory=in_inventory,
+        api_base=entry.api_base,
     )
 
 

@@ -13,7 +13,7 @@ from ..hosts.base import Host
 from ..hosts.pool import HostSpec
 from ..ledger import Ledger
 from .cost import accrued
-from .runs import RunPaths, RunStatus
+from .runs import RunOutputs, RunPaths, RunStatus
 from .status import STATE_FUNCS, parse_state
 
 MAX_RUNS = 200
@@ -30,6 +30,8 @@ class RunSummary(BaseModel):
     log_size: int | None = None
     seconds_since_write: float | None = None
     in_ledger: bool = Field(description="false: launched by another server or ledger")
+    ended_at: float | None = Field(default=None, description="epoch seconds the run ended (exit file, else last log write)")
+    outputs: RunOutputs | None = None
 
 
 class HostRuns(BaseModel):
@@ -49,7 +51,7 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=utilization.gpu,
 [ -d {runs} ] || exit 0
 ls -1 {runs} 2>/dev/null | grep -v '^queue-' | tail -n {MAX_RUNS} | while IFS= read -r r; do
   d={runs}/"$r"; [ -f "$d/run.json" ] || continue
-  printf 'run=%s\\t%s\\t%s\\n' "$r" "$(rgt_state "$d" | tr '\\t' '|')" "$(head -c 4096 "$d/run.json" | base64 | tr -d '\\n')"
+  printf 'run=%s\\t%s\\t%s\\n' "$r" "$(rgt_state "$d" | tr '\\t' '|')" "$(head -c 65536 "$d/run.json" | base64 | tr -d '\\n')"
 done
 """
 
@@ -66,6 +68,8 @@ def _summary(run_id: str, state_line: str, record_b64: str, now: float, known: s
         started_at_utc=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds") if started else None,
         command=(rec.get("command") or "")[:200] or None, log_size=state.log_size,
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run_id in known,
+        ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
+        outputs=RunOutputs.model_validate(rec["outputs"]) if rec.get("outputs") else None,
     )
 
 

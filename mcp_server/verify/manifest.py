@@ -71,7 +71,7 @@ def listing_script(root: str) -> str:
     r = path_word(root, "root")
     return f"""[ -d {r} ] || {{ echo RGT-NOROOT; exit 0; }}
 cd {r} || exit 1
-printf 'abs=%s\\nnproc=%s\\nnow=%(%s)T\\n' "$(pwd -P)" "$(nproc 2>/dev/null || echo 1)" -1
+printf 'abs=%s\\nnproc=%s\\nnow=%s\\n' "$(pwd -P)" "$(nproc 2>/dev/null || echo 1)" "$(date +%s.%N)"
 printf 'python=%s\\nopenssl=%s\\nsha256sum=%s\\n' "$(command -v python3)" "$(command -v openssl)" "$(command -v sha256sum)"
 echo RGT-LIST
 find . -mindepth 1 \\( -type f -o -type l \\) -printf '%y\\t%s\\t%T@\\t%P\\t%l\\0' 2>/dev/null | head -z -n {MAX_LIST + 1}

@@ -1,0 +1,57 @@
+"""teardown tool adapter: plan without a token, execute with one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from ..run.teardown import TeardownPlan, TeardownResult, plan
+from ..run.teardown_exec import execute
+from ._common import DESTRUCTIVE, app_of, tool_errors
+
+
+class Confirm(BaseModel):
+    confirm: bool = Field(description="true to run exactly the action described")
+
+
+class TeardownOutput(BaseModel):
+    plan: TeardownPlan | None = Field(default=None, description="set when called without a token")
+    result: TeardownResult | None = Field(default=None, description="set when called with a token")
+
+
+def register(server: MCPServer) -> None:  # type: ignore[type-arg]
+    @server.tool(annotations=DESTRUCTIVE)
+    async def teardown(
+        ctx: Context,
+        action: Annotated[str, Field(description="the profile's action, e.g. power-off / release (AutoDL), stop / terminate (RunPod), stop / destroy (vast.ai), terminate (Lambda), manual")],
+        host: Annotated[str, Field(description="the box: an inventory name (instance_id and api_key_env come from there)")] = "local",
+        token: Annotated[str | None, Field(description="omit to get the plan; pass the plan's token to execute exactly that plan")] = None,
+        allow_unverified: Annotated[bool, Field(description="the USER's explicit choice to tear down without a verified pull; recorded and repeated in the result")] = False,
+    ) -> TeardownOutput:
+        """Stop the meter safely: without a token return the plan (what stops billing, what keeps billing, what is lost, every gate); with its token execute it.
+
+        Gates (Iron Law): no live run on the box; every finished run covered by a passing
+        verify_artifacts whose manifest covers its outputs; nothing written under a verified
+        root since; a non-destructive park offered first. Confirm re-evaluates everything,
+        refuses naming each unmet gate, runs the verb once per token and polls the platform
+        until the meter really stopped. Always the user's decision. See
+        references://run-remote/principles#iron-law and profiles://<platform>.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            box = await app.pool.host(spec)
+            if token is None:
+                return TeardownOutput(plan=await plan(box, spec, action, app.ledger, allow_unverified))
+            caps = ctx.client_capabilities
+            ask = None
+            if caps is not None and caps.elicitation is not None:
+                async def ask(question: str) -> bool:
+                    answer = await ctx.elicit(question, Confirm)
+                    return answer.action == "accept" and bool(getattr(answer.data, "confirm", False))
+            return TeardownOutput(result=await execute(box, spec, action, token, ledger=app.ledger, redactor=app.redactor,
+                                                       allow_unverified=allow_unverified, ask=ask,
+                                                       confirm_bound_s=app.settings.teardown_confirm_s))
