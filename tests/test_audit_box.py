@@ -211,3 +211,25 @@ def test_call_command_exits_non_zero_on_a_tool_error(env) -> None:
     done = subprocess.run([console_script(), "call", "audit_box", '{"host": "-bad"}'],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert done.returncode == 1 and "not an ssh destination" in done.stderr
+
+
+async def test_an_idle_billed_box_gets_a_cost_warning_and_nothing_is_stopped(gpu_box, gpu, client) -> None:
+    gpu("h100x8-healthy")
+    a = await audit_of(client, host="gpu1")
+    assert a["live_runs"] == 0
+    assert "meter is running on an idle box" in a["idle_warning"] and "2.50 USD/h" in a["idle_warning"]
+    assert a["accrued_cost"].endswith("(since first seen by this server)")
+
+
+async def test_a_busy_box_gets_no_idle_warning(gpu_box, gpu, client) -> None:
+    gpu("h100x8-training")
+    a = await audit_of(client, host="gpu1")
+    assert a["idle_warning"] is None
+
+
+async def test_list_runs_warns_about_an_idle_billed_box(gpu_box, gpu, client) -> None:
+    gpu("h100x8-healthy")
+    await audit_of(client, host="gpu1")
+    res = structured(await client.call_tool("list_runs", {"host": "gpu1"}))
+    runs = res["outcomes"][0]["runs"]
+    assert runs["live"] == 0 and "idle box" in runs["idle_warning"] and "USD" in runs["accrued_cost"]

@@ -35,6 +35,18 @@ class AuditResult(BaseModel):
     duration_s: float
     authoritative: bool = Field(description="false when the kernel log was unreadable (hardware checks incomplete)")
     accrued_cost: str | None = Field(default=None, description="cost since first seen, from the inventory's hourly price")
+    live_runs: int | None = Field(default=None, description="runs alive under the durable root")
+    idle_warning: str | None = Field(default=None, description="the meter runs on a billed box with no live run and idle GPUs")
+
+
+def idle_warning(spec: HostSpec, result: AuditResult) -> str | None:
+    """Warn (never act) when a billed box has no live run and every GPU is idle."""
+    if not spec.profile.billed or result.live_runs != 0 or not result.gpus:
+        return None
+    if all((g.utilization_pct or 0) < 5 and (g.memory_used_mib or 0) < 1024 for g in result.gpus):
+        return (f"the meter is running on an idle box: no live run and {len(result.gpus)} idle GPU(s). "
+                "Pull and verify results, then plan a teardown (nothing was stopped).")
+    return None
 
 
 def mount_plan(spec: HostSpec, extra: list[str]) -> list[tuple[str, list[str]]]:
@@ -115,7 +127,9 @@ async def audit(
         verdict="PASS" if verdict == "SKIP" else verdict, counts=counts, checks=checks, mounts=mounts,
         gpus=facts.gpu_reports(), round_trips=1, duration_s=round(time.time() - started, 3),
         authoritative=sections.get("dmesg") is not None and sections["dmesg"].rc == 0,
+        live_runs=int(facts.kv("runs")["live"]) if facts.kv("runs").get("live", "").isdigit() else None,
     )
+    result.idle_warning = idle_warning(spec, result)
     if not ident:
         result.checks.insert(0, Check(id="A1", title="reachable, identity", status="FAIL",
                                       evidence=f"probe output unreadable (exit {res.exit_status}): {res.err_text[-300:]}",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..hosts.commands import path_word, quote
 from .gpu import Q_APPS, Q_CLOCKS, Q_DMON, Q_GPU, Q_PERF
+from .status import STATE_FUNCS
 
 BEGIN = "@@RGT-BEGIN "
 END = "@@RGT-END "
@@ -39,7 +40,7 @@ print(json.dumps(out))
 
 # Helpers the sections use. S name cmd... : one marked section with its exit code.
 _PRELUDE = r"""
-S() { n=$1; shift; printf '%s%s\n' '@@RGT-BEGIN ' "$n"; "$@" 2>&1; rc=$?; printf '\n%s%s %s\n' '@@RGT-END ' "$n" "$rc"; }
+S() { rgt_sec=$1; shift; printf '%s%s\n' '@@RGT-BEGIN ' "$rgt_sec"; "$@" 2>&1; rgt_rc=$?; printf '\n%s%s %s\n' '@@RGT-END ' "$rgt_sec" "$rgt_rc"; }
 T() { s=$1; shift; if command -v timeout >/dev/null 2>&1; then timeout "$s" "$@"; else "$@"; fi; }
 have() { command -v "$1" >/dev/null 2>&1; }
 tmp=$(mktemp -d 2>/dev/null || echo /tmp/rgt-audit.$$); mkdir -p "$tmp"; trap 'rm -rf "$tmp"' EXIT
@@ -171,6 +172,11 @@ def build_script(
         lines.append(f"S caches sh -c 'for d in \"$@\"; do [ -d \"$d\" ] && timeout 15 du -sk -- \"$d\" 2>/dev/null; done; exit 0' sh {words}")
     if code_dir:
         lines.extend(_code_sections(code_dir, expect_files))
+    # Live runs under the durable root, for the cost meter's idle warning.
+    lines += [STATE_FUNCS,
+              f"live_runs() {{ n=0; for d in {durable}/.rgt/runs/*/; do [ -d \"$d\" ] || continue; "
+              "case \"$(rgt_state \"${d%/}\")\" in alive*|queued*) n=$((n+1));; esac; done; echo \"live=$n\"; }",
+              "S runs live_runs"]
     lines.append("wait")
     lines.append("if [ -f \"$tmp/dmon\" ]; then printf '%s%s\\n' '@@RGT-BEGIN ' dmon; cat \"$tmp/dmon\"; "
                  "printf '\\n%s%s %s\\n' '@@RGT-END ' dmon \"$(cat \"$tmp/dmon.rc\" 2>/dev/null || echo 1)\"; fi")

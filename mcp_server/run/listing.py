@@ -13,6 +13,7 @@ from ..hosts.base import Host
 from ..hosts.pool import HostSpec
 from ..ledger import Ledger
 from .cost import accrued
+from .gpu import Q_GPU, Gpu, parse_gpus
 from .runs import RunOutputs, RunPaths, RunStatus
 from .status import STATE_FUNCS, parse_state
 
@@ -47,7 +48,7 @@ def _script(spec: HostSpec) -> str:
     runs = RunPaths(spec.durable_root, "x").runs
     return f"""{STATE_FUNCS}
 printf 'now=%(%s)T\\n' -1
-command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
+command -v nvidia-smi >/dev/null 2>&1 && {Q_GPU} 2>/dev/null | sed 's/^/gpu=/'
 [ -d {runs} ] || exit 0
 ls -1 {runs} 2>/dev/null | grep -v '^queue-' | tail -n {MAX_RUNS} | while IFS= read -r r; do
   d={runs}/"$r"; [ -f "$d/run.json" ] || continue
@@ -77,13 +78,14 @@ async def list_runs(host: Host, spec: HostSpec, ledger: Ledger) -> HostRuns:
     res = await host.run(_script(spec), timeout=25)
     res.check("listing runs")
     launched = {e.run_id for e in ledger.events("launch", host=spec.name, limit=10000) if e.run_id}
-    now, gpus, runs = 0.0, [], []
+    now, runs = 0.0, []
+    gpus: list[Gpu] = []
     for line in res.text.splitlines():
         key, _, value = line.partition("=")
         if key == "now":
             now = float(value)
         elif key == "gpu":
-            gpus.append([v.strip() for v in value.split(",")])
+            gpus += parse_gpus(value)[0]
         elif key == "run":
             parts = value.split("\t")
             if len(parts) == 3:
@@ -107,12 +109,11 @@ def _record_transitions(ledger: Ledger, spec: HostSpec, runs: list[RunSummary]) 
                           data={"status": r.status, "exit_code": r.exit_code})
 
 
-def _idle_warning(spec: HostSpec, ledger: Ledger, live: int, gpus: list[list[str]]) -> str | None:
+def _idle_warning(spec: HostSpec, ledger: Ledger, live: int, gpus: list[Gpu]) -> str | None:
     """Warn (never act) when a billed box has no live run and every GPU is idle."""
     if not spec.profile.billed or live or not gpus:
         return None
-    idle = all(len(g) == 2 and g[0].isdigit() and g[1].isdigit() and int(g[0]) < 5 and int(g[1]) < 1024
-               for g in gpus)
+    idle = all((g.utilization_pct or 0) < 5 and (g.memory_used_mib or 0) < 1024 for g in gpus)
     if not idle:
         return None
     cost = accrued(ledger, spec)

@@ -33,6 +33,8 @@ async def _audit_one(app: App, name: str, policy, **kw) -> AuditResult:  # type:
     host = await app.pool.host(spec)
     result = await audit(host, spec, ledger=app.ledger, **kw)
     result.accrued_cost = accrued(app.ledger, spec)
+    if result.idle_warning and result.accrued_cost:
+        result.idle_warning += f" Accrued so far: {result.accrued_cost}."
     return result
 
 
