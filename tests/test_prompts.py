@@ -63,7 +63,7 @@ async def test_remote_run_refuses_an_unknown_platform_and_names_the_known_ones(c
 async def test_verify_result_is_the_probe_ladder(client) -> None:
     async with client.session() as c:
         text = text_of(await c.get_prompt("verify_result", {"run_id": "r-42", "metric": "PSNR"}))
-    order = [text.index(f'probe="{p}"') for p in ("control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse")]
+    order = [text.index(f'"probe": "{p}"') for p in ("control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse")]
     assert order == sorted(order), "cheapest probes first"
     assert "r-42" in text and "PSNR" in text and "bug, a real effect or noise" in text
 

@@ -200,3 +200,22 @@ async def test_run_declared_outputs_become_the_roster(results, client) -> None:
     assert launched["state"]["status"] == "succeeded" and (out / "metrics.json").exists()
     r = await until_done(client, run_id=launched["run_id"])
     assert r["passed"] and r["files_total"] == 1 and r["root"] == str(results)
+
+
+async def test_parquet_npz_jsonl_and_ragged_csv_are_checked_by_type(results, client) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = results / "tables"
+    d.mkdir()
+    pq.write_table(pa.table({"id": [1, 2, 3], "score": [0.1, 0.2, 0.3]}), d / "results.parquet")
+    np.savez(d / "emb.npz", a=np.ones((4, 2)), b=np.array([1.0, np.inf]))
+    (d / "items.jsonl").write_text('{"id": 1}\n{"id": 2}\n')
+    (d / "ragged.csv").write_text("a,b\n1,2\n3\n")
+    r = await until_done(client, root=str(d), roster=["*"])
+    v = {x["path"]: x for x in r["verdicts"]}
+    assert v["results.parquet"]["ok"] and "3 rows x 2 columns" in v["results.parquet"]["detail"]
+    assert v["emb.npz"]["finding"] == "non_finite" and "b" in v["emb.npz"]["detail"]
+    assert v["items.jsonl"]["ok"] and "2 records" in v["items.jsonl"]["detail"]
+    assert v["ragged.csv"]["finding"] == "load_error" and "ragged" in v["ragged.csv"]["detail"]

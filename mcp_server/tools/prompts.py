@@ -59,7 +59,7 @@ def remote_run_text(host: str, spec: HostSpec, p: Profile, run_name: str) -> str
         "signature before acting (references://run-remote/monitoring#failure-signatures). A dropped connection is not a dead run.",
         "Phase 5 - close, pull, verify, stop the meter (references://run-remote/lifecycle-checklist#phase-5)",
         f"- Call `verify_artifacts({h}, run_id=...)` until it reports the pull verified (sizes + SHA-256 + loads).",
-        f"- Then `teardown({h})` without a token returns the plan; show it to the user, and only on their explicit yes call "
+        f"- Then `teardown({h}, action=...)` without a token returns the plan; show it to the user, and only on their explicit yes call "
         "it again with the token. The Iron Law: no teardown before a verified pull "
         "(references://run-remote/principles#iron-law).",
     ])
@@ -70,19 +70,19 @@ def verify_text(run_id: str, metric: str, host: str) -> str:
     return "\n".join([
         f"Decide whether `{metric}` of run `{run_id}` (on `{host}`) is a bug, a real effect or noise before reporting "
         "or discarding it. Probes report and disclose; they never block. Cheap probes first; stop when one explains it.",
-        "1. VP1 control diff: `run_probe(probe=\"control_diff\", ...)` with the resolved configs of the run and its control. "
+        "1. VP1 control diff: `run_probe(inputs={\"probe\": \"control_diff\", ...})` with the resolved configs of the run and its control. "
         "Exactly the ablated key may differ (references://verifying/methodology#vp1).",
-        "2. VP2 trajectory: `run_probe(probe=\"trajectory\", ...)` on the metric history, not the endpoint "
+        "2. VP2 trajectory: `run_probe(inputs={\"probe\": \"trajectory\", ...})` on the metric history, not the endpoint "
         "(references://verifying/methodology#vp2).",
         "3. VP3/VP4 reproduce: back up the original artifacts, rerun the IDENTICAL config into a new run id, then "
-        "`run_probe(probe=\"seed_variance\", ...)` over the seeds (references://verifying/methodology#vp4).",
-        "4. VP11 statistics: `run_probe(probe=\"mde\", ...)` before paying for more runs; state the metric direction and "
+        "`run_probe(inputs={\"probe\": \"seed_variance\", ...})` over the seeds (references://verifying/methodology#vp4).",
+        "4. VP11 statistics: `run_probe(inputs={\"probe\": \"mde\", ...})` before paying for more runs; state the metric direction and "
         "which variance you show (references://verifying/methodology#vp11).",
-        "5. Too good to be true: `run_probe(probe=\"leakage\", ...)` on the prepared split artifacts "
+        "5. Too good to be true: `run_probe(inputs={\"probe\": \"leakage\", ...})` on the prepared split artifacts "
         "(references://verifying/methodology#vp6); unfair baseline: references://verifying/methodology#vp7.",
-        "6. Degenerate outputs or real == shuffle: `run_probe(probe=\"collapse\", ...)` "
+        "6. Degenerate outputs or real == shuffle: `run_probe(inputs={\"probe\": \"collapse\", ...})` "
         "(references://verifying/representation-collapse).",
-        "7. Same number twice, or a smoke that passed: `run_probe(probe=\"checkpoint_identity\", ...)` and "
+        "7. Same number twice, or a smoke that passed: `run_probe(inputs={\"probe\": \"checkpoint_identity\", ...})` and "
         "references://verifying/smoke-hidden-failures (SH1-SH6).",
         "8. Trust the artifact: the checkpoint behind the number must be pulled and verified "
         f'(`verify_artifacts(host="{host}", run_id="{run_id}")`, references://verifying/methodology#vp13).',

@@ -1,0 +1,38 @@
+"""The tool surface as clients see it: names, honest annotations, schemas, descriptions."""
+
+from __future__ import annotations
+
+EXPECTED = {
+    # name: (read_only, destructive, idempotent, open_world)
+    "audit_box": (True, False, True, True),
+    "launch_detached": (False, False, True, True),
+    "tail_logs": (True, False, True, True),
+    "list_runs": (True, False, True, True),
+    "verify_artifacts": (False, False, True, True),
+    "teardown": (False, True, False, True),
+    "run_probe": (True, False, True, True),
+    "search_references": (True, False, True, False),
+}
+
+
+async def test_the_tool_list_and_its_annotations(client) -> None:
+    async with client.session() as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(EXPECTED) <= set(tools)
+    for name, (ro, de, idem, ow) in EXPECTED.items():
+        a = tools[name].annotations
+        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (ro, de, idem, ow), name
+    destructive = [n for n, t in tools.items() if t.annotations and t.annotations.destructive_hint]
+    assert destructive == ["teardown"]
+
+
+async def test_every_tool_has_a_typed_schema_an_output_schema_and_a_model_facing_first_line(client) -> None:
+    async with client.session() as c:
+        tools = (await c.list_tools()).tools
+    for t in tools:
+        assert t.input_schema.get("type") == "object", t.name
+        assert t.output_schema is not None, t.name
+        first = (t.description or "").splitlines()[0]
+        assert 20 < len(first) < 220, t.name
+        for prop, spec in t.input_schema.get("properties", {}).items():
+            assert spec.get("description") or "$ref" in str(spec) or "anyOf" in spec, (t.name, prop)
