@@ -35,7 +35,7 @@ try:
     out["num_threads"] = torch.get_num_threads()
 except Exception as exc:
     out["torch_error"] = f"{type(exc).__name__}: {exc}"[:300]
-print(json.dumps(out))
+sys.stdout.write(json.dumps(out) + "\n")
 """
 
 # Helpers the sections use. S name cmd... : one marked section with its exit code.
