@@ -23,22 +23,30 @@ MAX_LIST = 200_000
 
 HASHER_PY = r"""
 import hashlib, sys
-from concurrent.futures import ThreadPoolExecutor
-paths = [p for p in sys.stdin.buffer.read().split(b"\n") if p]
+from concurrent.futures import ProcessPoolExecutor
+
 def one(p):
-    h, n, buf = hashlib.sha256(), 0, bytearray(1 << 20)
-    view = memoryview(buf)
-    with open(p, "rb", buffering=0) as f:
+    # Plain read() of fresh 1 MiB bytes measured faster here than readinto + memoryview.
+    h, n = hashlib.sha256(), 0
+    with open(p, "rb") as f:
         while True:
-            k = f.readinto(buf)
-            if not k:
+            b = f.read(1 << 20)
+            if not b:
                 break
-            h.update(view[:k]); n += k
+            h.update(b); n += len(b)
     return p, n, h.hexdigest()
-out = sys.stdout.buffer
-with ThreadPoolExecutor(max(1, int(sys.argv[1]))) as ex:
-    for p, n, d in ex.map(one, paths):
+
+def main():
+    paths = [p for p in sys.stdin.buffer.read().split(b"\n") if p]
+    workers = max(1, min(int(sys.argv[1]), len(paths)))
+    out = sys.stdout.buffer
+    # Processes, not threads: hashing in threads did not scale across cores in measurements.
+    results = map(one, paths) if workers == 1 else ProcessPoolExecutor(workers).map(one, paths, chunksize=1)
+    for p, n, d in results:
         out.write(d.encode() + b"\t" + str(n).encode() + b"\t" + p + b"\n"); out.flush()
+
+if __name__ == "__main__":
+    main()
 """
 
 

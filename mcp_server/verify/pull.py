@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import json
 import os
+import queue
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..hosts.base import Host
 from .manifest import ManifestFile
 from .roster import Finding
 
-CHUNK = 4 * 1024 * 1024
+CHUNK = 1024 * 1024
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 
@@ -106,22 +107,32 @@ class Puller:
         if offset:
             await asyncio.to_thread(_hash_prefix, partial, h)
         with partial.open("ab") as out:
-            pos = offset
-            async for chunk in self.host.read_stream(f"{self.abs_root}/{mf.path}", offset, CHUNK):
-                chunk = chunk[: max(0, mf.bytes - pos)]
-                await asyncio.to_thread(_write_and_hash, out, h, chunk)
-                pos += len(chunk)
-                self.transferred += len(chunk)
-                if self.progress:
-                    await self.progress(done_bytes + pos, total, mf.path)
-                if pos >= mf.bytes:
-                    break
-                if time.monotonic() > self.deadline:
-                    out.flush()
-                    os.fsync(out.fileno())
-                    return False
-            out.flush()
-            os.fsync(out.fileno())
+            # A writer thread hashes and writes while the event loop keeps receiving.
+            q: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+            writer = asyncio.ensure_future(asyncio.to_thread(_drain, q, out, h))
+            pos, stopped = offset, False
+            try:
+                async for chunk in self.host.read_stream(f"{self.abs_root}/{mf.path}", offset, CHUNK):
+                    chunk = chunk[: max(0, mf.bytes - pos)]
+                    while q.full():
+                        await asyncio.sleep(0.001)
+                    q.put_nowait(chunk)
+                    pos += len(chunk)
+                    self.transferred += len(chunk)
+                    if self.progress:
+                        await self.progress(done_bytes + pos, total, mf.path)
+                    if pos >= mf.bytes:
+                        break
+                    if time.monotonic() > self.deadline:
+                        stopped = True
+                        break
+            finally:
+                q.put(None)
+                await writer
+                out.flush()
+                os.fsync(out.fileno())
+        if stopped:
+            return False
         self._finish(mf, partial, pos, h.hexdigest())
         return True
 
@@ -145,6 +156,7 @@ class Puller:
         write_json_atomic(state_dir(self.dest) / "state.json", self.state)
 
 
-def _write_and_hash(out: Any, h: Any, chunk: bytes) -> None:
-    out.write(chunk)
-    h.update(chunk)
+def _drain(q: queue.Queue[bytes | None], out: Any, h: Any) -> None:
+    while (chunk := q.get()) is not None:
+        out.write(chunk)
+        h.update(chunk)
