@@ -21,6 +21,8 @@ from pydantic import BaseModel, Field
 from .knowledge import Section, all_sections, docs
 
 log = logging.getLogger(__name__)
+# bm25s logs every index build at DEBUG through its own handler; keep stderr for our messages.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _TOKEN = re.compile(r"[^\W_]+")
 _STOP = frozenset(STOPWORDS_EN) - {"no", "not", "off", "down", "up", "out"}

@@ -1,1 +1,1 @@
-
+"""DELIVER domain: the evidence layer, reconciling documents against it, rendering from it."""
