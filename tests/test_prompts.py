@@ -73,7 +73,7 @@ async def test_deliver_goes_evidence_reconcile_gate(client) -> None:
         text = text_of(await c.get_prompt("deliver", {"project_root": "/proj", "run_id": "r-1"}))
     steps = [text.index(w) for w in ("Evidence:", "Reconcile:", "Figures:", "Gate:")]
     assert steps == sorted(steps)
-    assert 'reconcile_evidence(project_root="/proj")' in text
+    assert 'reconcile_evidence(evidence="/proj/EVIDENCE.json"' in text
     assert "references://delivering/delivery-gate" in text
 
 

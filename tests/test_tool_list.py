@@ -11,6 +11,7 @@ EXPECTED = {
     "verify_artifacts": (False, False, True, True),
     "teardown": (False, True, False, True),
     "run_probe": (True, False, True, True),
+    "reconcile_evidence": (False, False, True, True),
     "search_references": (True, False, True, False),
 }
 

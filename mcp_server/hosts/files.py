@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from ..errors import InputError, NotFoundError
 from .base import Host
-from .commands import path_word, quote
+import posixpath
+
+from .commands import join, path_word, quote
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+BATCH = 400  # paths per remote command (argv stays far below ARG_MAX)
 
 
 async def read_bytes(host: Host, path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
@@ -36,3 +39,46 @@ async def list_files(host: Host, root: str, pattern: str = "*", max_files: int =
         raise InputError(f"more than {max_files} files under the root", host=host.name, path=root,
                          next_step="narrow the root or the pattern")
     return sorted(files)
+
+
+async def realpaths(host: Host, paths: list[str]) -> dict[str, str]:
+    """Symlinks resolved on the box (`realpath -m`: missing tails are kept as written)."""
+    out: dict[str, str] = {}
+    todo = sorted(set(paths))
+    for i in range(0, len(todo), BATCH):
+        chunk = todo[i:i + BATCH]
+        cmd = join(["realpath", "-m", "--"]) + " " + " ".join(path_word(p) for p in chunk)
+        res = await host.run(cmd)
+        lines = res.text.splitlines()
+        if res.ok and len(lines) == len(chunk):
+            out.update(zip(chunk, lines, strict=True))
+        else:
+            out.update({p: p for p in chunk})
+    return out
+
+
+async def digests(host: Host, paths: list[str], timeout: float = 25.0) -> dict[str, str | None]:
+    """sha256 of each absolute path, hashed on the box; None for a file that is absent."""
+    out: dict[str, str | None] = {p: None for p in paths}
+    todo = sorted(set(paths))
+    for i in range(0, len(todo), BATCH):
+        chunk = todo[i:i + BATCH]
+        res = await host.run(join(["sha256sum", "--", *chunk]), timeout=timeout)
+        for line in res.text.splitlines():
+            digest, _, name = line.partition("  ")
+            if digest.startswith("\\"):
+                digest = digest[1:]
+                name = name.replace("\\n", "\n").replace("\\\\", "\\")
+            if name in out and len(digest) == 64:
+                out[name] = "sha256:" + digest
+    return out
+
+
+async def write_file(host: Host, path: str, data: bytes) -> None:
+    """Write a file on the host atomically (temp file in the same folder, then rename)."""
+    folder = posixpath.dirname(path) or "/"
+    tmp = path + ".rgt-tmp"
+    cmd = " ".join([join(["mkdir", "-p", "--"]), path_word(folder), "&&", "cat", ">", path_word(tmp), "&&",
+                    join(["mv", "-f", "--"]), path_word(tmp), path_word(path)])
+    res = await host.run(cmd, stdin=data)
+    res.check(f"writing {path}", next_step="pass a render_dir the server can write on that host")

@@ -27,7 +27,8 @@ from ..hosts.pool import HostSpec
 from ..knowledge import MeterAction, reference_uri
 from ..ledger import Event, Ledger
 from ..platforms.base import MeterOutcome
-from ..verify.roster import OWN_FILES, glob_regex
+from ..globs import glob_regex
+from ..verify.roster import OWN_FILES
 from .cost import accrued
 from .listing import HostRuns, RunSummary, list_runs
 

@@ -98,7 +98,7 @@ def deliver_text(project_root: str, run_id: str) -> str:
         "1. Evidence: the pulled bundle has PULL_VERIFIED.json (`verify_artifacts`); EVIDENCE.json maps every claim to "
         "results.json rows with split, n and variance (references://delivering/evidence-manifest-schema, "
         "references://delivering/data-architecture).",
-        f'2. Reconcile: `reconcile_evidence(project_root="{project_root}")` over every paper, slide, README and CSV. Fix '
+        f'2. Reconcile: `reconcile_evidence(evidence="{project_root}/EVIDENCE.json", documents=["{project_root}/paper", "{project_root}/slides", "{project_root}/README.md"])` over every paper, slide, README and CSV. Fix '
         "drift at the source (regenerate), never by hand-editing a copy (references://delivering/reconcile).",
         "3. Figures: each figure is rebuilt from source data and its rendered file was re-opened and inspected "
         "(references://delivering/figures).",

@@ -106,7 +106,7 @@ def _safetensors(path: Path, rel: str) -> FileVerdict:
             raise ValueError(f"tensor {key}: {end - start} bytes for shape {t['shape']} {t['dtype']} (needs {numel * width})")
         spans.append((start, end, key))
     spans.sort()
-    for (a0, a1, ka), (b0, _, kb) in zip(spans, spans[1:], strict=False):
+    for (_, a1, ka), (b0, _, kb) in zip(spans, spans[1:], strict=False):
         if b0 < a1:
             raise ValueError(f"tensors {ka} and {kb} overlap")
     if spans and spans[-1][1] != data_len:

@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
+from ..globs import glob_regex
 
 # Our own bookkeeping next to the data; never part of a roster match or an "extra".
 OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json)$|(?:^|/)\.rgt-")
@@ -42,38 +43,6 @@ def check_pattern(p: str) -> str:
     if ".." in PurePosixPath(p).parts:
         raise InputError("roster entry climbs out of the root with '..'", observed=p)
     return p
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Shell-style glob over relative posix paths: * and ? stay inside one directory,
-    ** spans directories, [..] is a character class."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
 
 
 def is_glob(p: str) -> bool:

@@ -1,0 +1,238 @@
+"""reconcile_evidence: every number in the documents against EVIDENCE.json and the
+results it points to; optionally render what the documents should include instead.
+
+Passes: load and validate the evidence; make results.json authoritative; check runs and
+figures; read the documents; extract, attribute and judge each number; claim-level gate
+checks; render; report (recorded in the ledger). A bad input becomes one problem entry and
+the rest of the report is still produced."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import posixpath
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import RgtError
+from ..hosts.base import Host
+from ..ledger import Ledger
+from .evidence import Evidence, build, derived_disclosures
+from .figures import check_figures
+from .gate import Blocks, claim_findings, disclosure_findings, records
+from .judge import Judge
+from .macros import MacroDef, definitions, uses
+from .match import build_indexes, doc_mentions
+from .models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
+from .render import macro_names, render
+from .report import DEFAULT_LIMIT, assemble
+from .results import attach
+from .runs import check_runs
+from ..hosts.files import realpaths, write_file
+from .sources import (MAX_DOC_BYTES, Problems, absolute, expand, gather_bounded, join_path, read_file, read_json, sha256_bytes)
+from .tables import find_tables
+from .text import Doc
+
+log = logging.getLogger(__name__)
+Mode = Literal["precision", "strict"]
+_INLINE_RENDER = 64 * 1024
+
+
+@dataclass
+class Scan:
+    findings: list[Found] = field(default_factory=list)
+    numbers: list[NumberRecord] = field(default_factory=list)
+    seen: int = 0
+    mentions: int = 0
+    matches: int = 0
+    match_findings: Callable[[], list[Found]] = list
+
+
+async def reconcile(
+    host: Host, evidence: str, documents: list[str], *, mode: Mode = "precision", do_render: bool = False,
+    render_dir: str | None = None, view: Literal["findings", "numbers"] = "findings", offset: int = 0,
+    limit: int = DEFAULT_LIMIT, include_matches: bool = False, runs: bool = True, figures: bool = True,
+    ledger: Ledger | None = None,
+) -> ReconcileReport:
+    """Reconcile `documents` (files, directories, globs) against `evidence` on `host`."""
+    problems = Problems()
+    ev_path = await _locate(host, absolute(host, evidence))
+    # Resolved once on the box, so every path derived from it is absolute and real (`~/`
+    # expanded, a symlinked project folder followed) and `selected` can be compared.
+    ev_path = (await realpaths(host, [ev_path])).get(ev_path, ev_path)
+    root = posixpath.dirname(ev_path)
+    ev = await _load(host, ev_path, root, problems)
+    findings: list[Found] = []
+    fig_status: list[FigureStatus] = []
+    if ev is not None:
+        attached = await attach(host, ev, problems)
+        findings += attached.findings
+        if runs:
+            findings += await check_runs(host, ev, attached.runs, problems)
+        for row in ev.rows:
+            derived_disclosures(row)
+    paths = await expand(host, root, documents, problems)
+    docs = [d for d in await gather_bounded(paths, lambda p: _read_doc(host, root, p, problems)) if d is not None]
+    scan = Scan()
+    if ev is not None:
+        scan = await asyncio.to_thread(_scan, ev, docs, mode == "strict")
+        findings += scan.findings
+        if figures:
+            got, fig_status = await check_figures(host, ev, problems)
+            findings += got
+    rendered = await _render(host, ev, root, render_dir, problems) if do_render and ev is not None else []
+    if include_matches:
+        findings += scan.match_findings()
+    report = assemble(
+        findings, scan.numbers, problems.items, fig_status, rendered, documents=len(docs), numbers_seen=scan.seen,
+        mentions=scan.mentions, claims=len(ev.claims) if ev else 0, rows=len(ev.rows) if ev else 0,
+        evidence=ev_path, view=view, offset=offset, limit=limit, uncounted_matches=0 if include_matches else scan.matches)
+    if ledger is not None:
+        _record(ledger, host, report, mode)
+    return report
+
+
+def reconcile_texts(evidence: object, documents: dict[str, bytes | str], *, mode: Mode = "precision",
+                    view: Literal["findings", "numbers"] = "findings", limit: int = 1000,
+                    include_matches: bool = True) -> ReconcileReport:
+    """Reconcile in memory: parsed EVIDENCE.json data against named document texts. No
+    results.json, runs or figures are read (the EVIDENCE copies are the values)."""
+    problems = Problems()
+    ev = build(evidence, "EVIDENCE.json", "", problems)
+    docs = [Doc.from_bytes(name, text.encode("utf-8") if isinstance(text, str) else text)
+            for name, text in documents.items()]
+    scan = Scan()
+    if ev is not None:
+        for row in ev.rows:
+            derived_disclosures(row)
+        scan = _scan(ev, docs, mode == "strict")
+    findings = scan.findings + (scan.match_findings() if include_matches else [])
+    return assemble(findings, scan.numbers, problems.items, [], [], documents=len(docs), numbers_seen=scan.seen,
+                    mentions=scan.mentions, claims=len(ev.claims) if ev else 0, rows=len(ev.rows) if ev else 0,
+                    evidence=None, view=view, offset=0, limit=limit,
+                    uncounted_matches=0 if include_matches else scan.matches)
+
+
+async def _locate(host: Host, path: str) -> str:
+    """EVIDENCE.json itself, or the project folder holding it."""
+    if path.endswith(".json") or await host.stat(path) is not None:
+        return path
+    return posixpath.join(path.rstrip("/"), "EVIDENCE.json")
+
+
+async def _load(host: Host, path: str, root: str, problems: Problems) -> Evidence | None:
+    loaded = await read_json(host, path, "evidence", problems)
+    if loaded is None:
+        for p in problems.items:
+            if p.input == "evidence" and p.code == "not_found":
+                p.message = "evidence not found: " + p.message
+                p.next_step = "pass the path of EVIDENCE.json (or of the folder holding it)"
+        return None
+    return build(loaded[0], path, root, problems)
+
+
+async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Doc | None:
+    shown = posixpath.relpath(path, root) if path.startswith(root + "/") else path
+    try:
+        data = await read_file(host, path, MAX_DOC_BYTES)
+    except RgtError as exc:
+        problems.from_error("document", shown, exc, next_step="fix or drop this document; the others were reconciled")
+        return None
+    if b"\x00" in data[:8192]:
+        problems.add("document", shown, "binary", "binary file (NUL bytes), not a text document",
+                     expected="Markdown, LaTeX, plain text or CSV", next_step="drop it from documents")
+        return None
+    return Doc.from_bytes(shown, data)
+
+
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_saved: tuple[int, int, int] = gc.get_threshold()
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """A scan makes hundreds of thousands of small objects that all live until the report
+    is built; the default young-generation threshold re-scans them thousands of times
+    (about a fifth of the run). Collect less often while any scan runs, then restore."""
+    global _gc_users, _gc_saved
+    with _gc_lock:
+        if _gc_users == 0:
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(max(_gc_saved[0], 50_000), *_gc_saved[1:])
+        _gc_users += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_users -= 1
+            if _gc_users == 0:
+                gc.set_threshold(*_gc_saved)
+
+
+def _scan(ev: Evidence, docs: list[Doc], strict: bool) -> Scan:
+    """CPU part: extract, attribute, judge; then the claim-level checks and records."""
+    with _fewer_collections():
+        return _scan_all(ev, docs, strict)
+
+
+def _scan_all(ev: Evidence, docs: list[Doc], strict: bool) -> Scan:
+    out = Scan()
+    bound = macro_names(ev)
+    defs = {d.path: definitions(d) for d in docs}
+    table: dict[str, MacroDef] = {m.name: m for ds in defs.values() for m in ds}
+    idx = build_indexes(ev, bound)
+    judge = Judge(idx.rows, strict)
+    blocks: dict[str, Blocks] = {}
+    for doc in docs:
+        tables = find_tables(doc, (lambda text: uses(text, table)) if table else None)
+        blocks[doc.path] = Blocks(doc, tables)
+        mentions, seen = doc_mentions(doc, tables, table, idx, defs[doc.path])
+        out.seen += seen
+        out.mentions += len(mentions)
+        for m in mentions:
+            out.findings += judge.mention(m)
+    out.findings += disclosure_findings(judge.attributed, blocks)
+    out.findings += claim_findings(ev, judge.attributed, scanned=bool(docs))
+    names = {rid: "\\" + name for name, (rid, part) in bound.items() if part == "value"}
+    out.numbers = records(ev, judge.attributed, names)
+    out.matches = len(judge.matched)
+    out.match_findings = judge.match_findings
+    return out
+
+
+async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None, problems: Problems) -> list[RenderedFile]:
+    out: list[RenderedFile] = []
+    for r in render(ev):
+        data = r.text.encode("utf-8")
+        item = RenderedFile(name=r.name, sha256=sha256_bytes(data), bytes=len(data))
+        if render_dir is None:
+            item.content = r.text if len(data) <= _INLINE_RENDER else None
+            if item.content is None:
+                problems.add("render", r.name, "too_large", f"{len(data)} bytes: too large to return inline",
+                             next_step="pass render_dir to write the generated files instead")
+        else:
+            target = join_path(root, posixpath.join(render_dir, r.name))
+            try:
+                await write_file(host, target, data)
+                item.path = target
+            except RgtError as exc:
+                problems.from_error("render", target, exc)
+        out.append(item)
+    return out
+
+
+def _record(ledger: Ledger, host: Host, report: ReconcileReport, mode: str) -> None:
+    s = report.summary
+    ledger.record(
+        "reconcile", host=host.name,
+        summary=f"{'clean' if s.clean else 'not clean'}: {s.blocking} blocking, {s.disclose} to disclose, "
+                f"{s.documents} documents, {s.problems} input problems",
+        data={"evidence": report.evidence, "clean": s.clean, "counts": s.counts, "documents": s.documents,
+              "mentions": s.mentions, "problems": [p.model_dump(exclude_none=True) for p in report.problems[:20]],
+              "mode": mode},
+    )

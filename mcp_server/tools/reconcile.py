@@ -1,0 +1,55 @@
+"""reconcile_evidence tool adapter."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from ..deliver.models import ReconcileReport
+from ..deliver.reconcile import reconcile
+from ..deliver.report import DEFAULT_LIMIT, MAX_LIMIT
+from ._common import WRITES_LOCAL, app_of, tool_errors
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=WRITES_LOCAL)
+    async def reconcile_evidence(
+        ctx: Context,
+        evidence: Annotated[str, Field(description="EVIDENCE.json path (or the project folder holding it) on the host; relative document paths start from its folder")],
+        documents: Annotated[list[str], Field(description="documents to check: files, folders (expanded to .md .tex .txt .csv) or globs such as paper/**/*.tex", min_length=1, max_length=200)],
+        mode: Annotated[Literal["precision", "strict"], Field(description="precision: a number rounded at its printed precision matches (31.4 for 31.42) and 76.12% matches 0.7612; strict: exact comparison, as the original reconciler")] = "precision",
+        render: Annotated[bool, Field(description="also generate LaTeX macros and a Markdown and a LaTeX table per claim group from the evidence")] = False,
+        render_dir: Annotated[str | None, Field(description="write the rendered files here on the host (relative to the EVIDENCE.json folder) instead of returning their text")] = None,
+        host: Annotated[str, Field(description='box holding the project: "local", an inventory name, an ~/.ssh/config alias or user@host[:port]')] = "local",
+        view: Annotated[Literal["findings", "numbers"], Field(description="which list to page: findings, or one status record per evidence row (where printed, generated or typed, disclosures)")] = "findings",
+        offset: Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)] = 0,
+        limit: Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+        include_matches: Annotated[bool, Field(description="list plain matches too (they are always counted)")] = False,
+        check_runs: Annotated[bool, Field(description="re-check run directories against provenance.json (digests, selected pointer)")] = True,
+        check_figures: Annotated[bool, Field(description="check figures/<name>/ folders against their .provenance sidecars")] = True,
+    ) -> ReconcileReport:
+        """Check every number in papers, slides, READMEs and CSVs against EVIDENCE.json and the results.json files it points to.
+
+        Each printed number is attributed to the evidence row it speaks of (metric keyword,
+        row names such as Ours/Baseline, table headers) and judged: match, rounded_match,
+        scaled_match, stale, unit_problem, ambiguous; ± bands, n= and seed counts are checked
+        too. Claim-level findings: claim_missing, evidence_out_of_date (EVIDENCE copy differs
+        from results.json, `selected` re-pointed, run modified after recording),
+        disclosure_missing, unbacked_number, figure_stale. `clean` is false on any stale,
+        unit, ambiguous, out-of-date or figure-stale finding, or an unusable input;
+        disclosures never block. A bad input is one entry in `problems`; the rest is still
+        reported. Paged: pass next_offset as offset. Writes files only with render_dir.
+        See references://verifying/methodology#vp16 and references://delivering/delivery-gate.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            box = await app.pool.host(spec)
+            return await reconcile(
+                box, evidence, list(documents), mode=mode, do_render=render, render_dir=render_dir, view=view,
+                offset=offset, limit=limit, include_matches=include_matches, runs=check_runs,
+                figures=check_figures, ledger=app.ledger,
+            )
