@@ -13,7 +13,7 @@ import pytest
 from mcp_server.ledger import Ledger
 from tests.conftest import error_text, structured
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "readme" / "probes.md"
+DOC = Path(__file__).resolve().parent.parent / "README.md"
 PROBE_IDS = {"control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse", "metric_sanity",
              "checkpoint_identity"}
 VERDICTS = {"bug", "effect", "noise", "instability", "stochastic", "underpowered", "confounded", "collapsed",
