@@ -9,7 +9,6 @@ import pytest
 
 from mcp_server.errors import CommandTimeout, InputError
 from mcp_server.hosts.commands import path_word, quote
-from mcp_server.hosts.ssh import SshHost
 
 
 async def test_run_returns_stdout_stderr_and_exit_status(any_host) -> None:
@@ -125,8 +124,3 @@ async def test_tilde_paths_expand_to_the_box_home(any_host) -> None:
     res = await any_host.run(f"echo {path_word('~/x y')}")
     home = (await any_host.run('echo "$HOME"')).text.strip()
     assert res.text.strip() == f"{home}/x y"
-
-
-def test_sftp_path_maps_home_relative_paths() -> None:
-    assert SshHost.sftp_path("~/a/b") == "a/b"
-    assert SshHost.sftp_path("/abs") == "/abs"

@@ -36,7 +36,7 @@ from ..errors import (
     TransportError,
 )
 from .base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from .commands import PID_MARKER, check_path, kill_group, path_word, remote_wrapper
+from .commands import PID_MARKER, kill_group, path_word, remote_wrapper
 from .local import read_capped
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,6 @@ class SshHost:
         self._lock = asyncio.Lock()
         self._conn: asyncssh.SSHClientConnection | None = None
         self._jumps: list[asyncssh.SSHClientConnection] = []
-        self._sftp: asyncssh.SFTPClient | None = None
         self.connects = 0  # how many TCP+SSH handshakes this host has made (pool reuse)
 
     # -- connection -------------------------------------------------------------------
@@ -319,7 +318,7 @@ class SshHost:
                 c.close()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(c.wait_closed(), 2)
-        self._conn, self._jumps, self._sftp = None, [], None
+        self._conn, self._jumps = None, []
 
     async def close(self) -> None:
         async with self._lock:
@@ -402,21 +401,6 @@ class SshHost:
             )
 
     # -- files ------------------------------------------------------------------------
-    async def sftp(self) -> asyncssh.SFTPClient:
-        conn = await self.connection()
-        if self._sftp is None:
-            with _mapped_errors(self.name, "opening SFTP"):
-                self._sftp = await conn.start_sftp_client()
-        return self._sftp
-
-    @staticmethod
-    def sftp_path(path: str) -> str:
-        """SFTP paths are relative to the login directory: `~/x` -> `x`."""
-        check_path(path)
-        if path == "~":
-            return "."
-        return path[2:] if path.startswith("~/") else path
-
     async def stat(self, path: str) -> FileStat | None:
         res = await self.run(f"stat -L -c '%s %Y %F' -- {path_word(path)} 2>/dev/null || true")
         parts = res.text.split(" ", 2)

@@ -238,8 +238,6 @@ def a25_tools(f: Facts) -> Check:
     notes = []
     if "tmux" in missing:
         notes.append("no tmux: launches use the shell backend (setsid/nohup)")
-    if "rsync" in missing:
-        notes.append("no rsync: pulls use SFTP")
     if "fuser" in missing and "lsof" in missing:
         notes.append("no fuser/lsof: zombie VRAM holders cannot be found")
     if "setsid" in missing:

@@ -136,7 +136,7 @@ async def _hashing(host: Host, spec: HostSpec, req: VerifyRequest, state: dict[s
         if finished or time.monotonic() > deadline:
             break
         await asyncio.sleep(pause)
-        pause = min(1.0, pause * 2)
+        pause = min(0.25, pause * 2)
     if not finished:
         return 0
     rows = []
