@@ -57,14 +57,11 @@ class PlatformApi(BaseModel):
     api_key_env: str | None = Field(default=None, description="env var NAME holding the key; never the key")
 
 
-class ProfileVariant(BaseModel):
-    """A sub-platform a family profile covers (generic-ssh: Slurm, Kubernetes, notebooks)."""
+class _PlatformFacts(BaseModel):
+    """The quick-matrix facts (knowledge/profiles.md §1.1) a profile and its variants share."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
     title: str
-    kind: Literal["slurm", "kubernetes", "notebook"]
-    anchor: str = Field(description="section of the profile page that describes it")
     meter_stop_verb: str
     meter_stop_irreversible: bool | Literal["mixed", "n/a"]
     detach_primitive: str
@@ -74,26 +71,23 @@ class ProfileVariant(BaseModel):
     inode_cap: str
     free_egress: FlexBool
     china_mirror_needed: FlexBool
-    durable_root: str | None = None
     danger_clocks: list[str] = Field(default_factory=list)
 
 
-class Profile(BaseModel):
+class ProfileVariant(_PlatformFacts):
+    """A sub-platform a family profile covers (generic-ssh: Slurm, Kubernetes, notebooks)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    kind: Literal["slurm", "kubernetes", "notebook"]
+    anchor: str = Field(description="section of the profile page that describes it")
+    durable_root: str | None = None
+
+
+class Profile(_PlatformFacts):
     """A platform's machine-readable facts (front matter of profiles/<platform>.md)."""
 
-    model_config = ConfigDict(extra="forbid")
     platform: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
-    title: str
     kind: Literal["workstation", "ssh-rental", "cloud-api", "kubernetes", "slurm", "ssh", "notebook"]
-    meter_stop_verb: str
-    meter_stop_irreversible: bool | Literal["mixed", "n/a"]
-    detach_primitive: str
-    spot_available: bool
-    spot_grace: str
-    shared_fs: FlexBool
-    inode_cap: str
-    free_egress: FlexBool
-    china_mirror_needed: FlexBool
     host_driver_cuda_max: str
     local_nvme: FlexBool
     billed: bool = Field(description="does the box bill by time (a meter to stop)?")
@@ -102,7 +96,6 @@ class Profile(BaseModel):
     python: str | None = Field(default=None, description="the interpreter jobs use, when the platform fixes it")
     env_contract: Literal["project-env", "base-is-env", "image-is-env"]
     proxy_hook: str | None = Field(default=None, description="shell snippet every job runs first (trusted profile data)")
-    danger_clocks: list[str] = Field(default_factory=list)
     tiers: list[StorageTier]
     meter_actions: list[MeterAction] = Field(default_factory=list)
     api: PlatformApi | None = None
