@@ -52,6 +52,17 @@ class CommandResult:
         return self
 
 
+def parse_kv(text: str) -> dict[str, str]:
+    """`key=value` lines a remote script printed (other lines ignored; the last one wins)."""
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        k = k.strip()
+        if sep and k and " " not in k:
+            out[k] = v.strip()
+    return out
+
+
 @dataclass(frozen=True)
 class FileStat:
     size: int

@@ -113,6 +113,7 @@ async def audit(
         spec=spec, sections=sections, mounts=mounts,
         durable_abs=durable.resolved if durable else spec.durable_root,
         expect_gpu=expect_gpu, expect_files=expect_files, code_dir=code_dir, local_epoch=started,
+        probe_error="" if ident else f"exit {res.exit_status}: {res.err_text[-300:]}",
     )
     facts.load_gpus()
     checks: list[Check] = [fn(facts) for fn in (*SYSTEM_CHECKS, *GPU_CHECKS)]
@@ -130,10 +131,6 @@ async def audit(
         live_runs=int(facts.kv("runs")["live"]) if facts.kv("runs").get("live", "").isdigit() else None,
     )
     result.idle_warning = idle_warning(spec, result)
-    if not ident:
-        result.checks.insert(0, Check(id="A1", title="reachable, identity", status="FAIL",
-                                      evidence=f"probe output unreadable (exit {res.exit_status}): {res.err_text[-300:]}",
-                                      route=checks[0].route))
     if ledger is not None:
         cgroup = facts.kv("cgroup")
         ledger.record("audit", host=spec.name, summary=f"{result.verdict} {counts}", data={

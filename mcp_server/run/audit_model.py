@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..hosts.base import parse_kv
 from ..hosts.pool import HostSpec
 from ..knowledge import reference_uri
 from .audit_probe import Section
@@ -85,6 +86,7 @@ class Facts:
     expect_files: dict[str, str]
     code_dir: str | None
     local_epoch: float
+    probe_error: str = ""
     gpus: list[Gpu] = field(default_factory=list)
     gpu_stray: list[str] = field(default_factory=list)
     apps: list[ComputeApp] = field(default_factory=list)
@@ -98,12 +100,7 @@ class Facts:
         return s.text if s else ""
 
     def kv(self, name: str) -> dict[str, str]:
-        out = {}
-        for line in self.text(name).splitlines():
-            k, sep, v = line.partition("=")
-            if sep:
-                out[k.strip()] = v.strip()
-        return out
+        return parse_kv(self.text(name))
 
     @property
     def has_nvidia_smi(self) -> bool:

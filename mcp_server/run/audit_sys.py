@@ -19,7 +19,8 @@ _CONDA_ROOT_PY = re.compile(r"/(mini|ana)conda3?/bin/python[0-9.]*$|^/opt/conda/
 def a1_reachability(f: Facts) -> Check:
     lines = f.text("ident").splitlines()
     if len(lines) < 2:
-        return check("A1", "reachable, identity", "FAIL", "the probe ran but printed no identity")
+        return check("A1", "reachable, identity", "FAIL",
+                     f"the probe ran but printed no identity ({f.probe_error or 'no output'})")
     host, epoch, user = lines[0], lines[1], lines[2] if len(lines) > 2 else "?"
     try:
         skew = float(epoch) - f.local_epoch

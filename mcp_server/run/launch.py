@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..errors import GateRefused, InputError, RgtError
-from ..hosts.base import Host
+from ..hosts.base import Host, parse_kv
 from ..hosts.commands import check_env_name, check_name, check_path, heredoc, path_word, quote
 from ..verify.roster import check_pattern
 from ..hosts.pool import HostSpec
@@ -92,15 +92,6 @@ command -v nvidia-smi >/dev/null 2>&1 && printf 'gpus=%s\\n' "$(nvidia-smi -L 2>
 {name_part}
 exit 0
 """
-
-
-def _kv(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        k, sep, v = line.partition("=")
-        if sep and k.isidentifier():
-            out[k] = v
-    return out
 
 
 def _disk_gate(spec: HostSpec, facts: dict[str, str], req: LaunchRequest) -> None:
@@ -191,7 +182,7 @@ async def read_facts(host: Host, spec: HostSpec, req: LaunchRequest) -> dict[str
     workdir = req.workdir or spec.durable_root
     res = await host.run(_facts_script(spec, req, workdir), timeout=20)
     res.check("reading launch facts", next_step="check the durable root is writable")
-    facts = _kv(res.text)
+    facts = parse_kv(res.text)
     if "workdir" not in facts:
         raise InputError("workdir does not exist on the box", host=spec.name, path=workdir,
                          next_step="create it or push the code first; give an absolute path or ~/...")

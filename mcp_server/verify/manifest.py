@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..errors import CommandFailed, InputError
-from ..hosts.base import Host
+from ..hosts.base import Host, parse_kv
 from ..hosts.commands import heredoc, path_word, quote
 from .roster import RemoteEntry, parse_listing
 
@@ -93,7 +93,7 @@ async def list_root(host: Host, root: str) -> tuple[dict[str, str], list[RemoteE
         raise InputError("the result root does not exist on the box", host=host.name, path=root,
                          next_step="pass the directory that holds the results (absolute or ~/...)")
     head, _, body = res.stdout.partition(b"RGT-LIST\n")
-    facts = dict(line.split("=", 1) for line in head.decode().splitlines() if "=" in line)
+    facts = parse_kv(head.decode("utf-8", "replace"))
     entries = parse_listing(body)
     if len(entries) > MAX_LIST:
         raise InputError(f"more than {MAX_LIST} files under the root", host=host.name, path=root,
