@@ -19,9 +19,9 @@ from _common import Bench
 
 from mcp_server.app import App
 from mcp_server.settings import Settings
-from mcp_server.verify.artifacts import VerifyRequest, verify_artifacts
-from mcp_server.verify.manifest import list_root, poll_hashing, start_hashing
-from mcp_server.verify.roster import resolve
+from mcp_server.verify.artifacts.verifier import VerifyRequest, verify_artifacts
+from mcp_server.verify.artifacts.manifest import list_root, poll_hashing, start_hashing
+from mcp_server.verify.artifacts.roster import resolve
 
 GIB = 1 << 30
 

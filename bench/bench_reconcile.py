@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_server.deliver.reconcile import reconcile  # noqa: E402
-from mcp_server.deliver.tokens import clear_memo  # noqa: E402
+from mcp_server.deliver.documents.tokens import clear_memo
 from mcp_server.hosts.local import LocalHost  # noqa: E402
 
 METRICS = ["psnr", "ssim", "lpips", "fid", "top1_acc", "f1", "miou", "bleu", "wer", "rmse",

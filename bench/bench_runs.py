@@ -15,8 +15,8 @@ from _common import Bench, median_s, report
 
 from mcp_server.app import App
 from mcp_server.hosts.commands import quote
-from mcp_server.run.launch import LaunchRequest, launch
-from mcp_server.run.logs import tail_logs
+from mcp_server.run.jobs.launch import LaunchRequest, launch
+from mcp_server.run.jobs.logs import tail_logs
 from mcp_server.settings import Settings
 
 CHUNK = (b"step 1234 loss 0.4321 lr 3.0e-04 grad_norm 0.91 | 15.2 it/s\n" * 18000)[: 1 << 20]

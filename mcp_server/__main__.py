@@ -10,10 +10,10 @@ import logging
 import sys
 from typing import Any
 
-from . import __version__
-from .errors import RgtError
-from .server import build_server
-from .settings import Settings
+from mcp_server import __version__
+from mcp_server.errors import RgtError
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
 
 EPILOG = """\
 environment:

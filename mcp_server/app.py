@@ -5,10 +5,10 @@ a clear tool error instead of a server that will not start."""
 
 from __future__ import annotations
 
-from .hosts.pool import HostPool
-from .ledger import Ledger
-from .redact import Redactor
-from .settings import Settings
+from mcp_server.hosts.pool import HostPool
+from mcp_server.ledger import Ledger
+from mcp_server.redact import Redactor
+from mcp_server.settings import Settings
 
 
 class App:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigError, NotFoundError
+from mcp_server.errors import ConfigError, NotFoundError
 
 _FRONT_MATTER = re.compile(r"\A\+\+\+\n(?P<toml>.*?)\n\+\+\+\n", re.S)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

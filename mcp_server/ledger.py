@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import LedgerError
-from .redact import Redactor
+from mcp_server.errors import LedgerError
+from mcp_server.redact import Redactor
 
 SCHEMA_VERSION = 1
 

@@ -18,7 +18,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 from pydantic import BaseModel, Field
 
-from .knowledge import Section, all_sections, docs
+from mcp_server.knowledge import Section, all_sections, docs
 
 log = logging.getLogger(__name__)
 # bm25s logs every index build at DEBUG through its own handler; keep stderr for our messages.

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
 
-from . import __version__
-from .app import App
-from .settings import Settings
-from .tools import register_all
+from mcp_server import __version__
+from mcp_server.app import App
+from mcp_server.settings import Settings
+from mcp_server.tools import register_all
 
 log = logging.getLogger(__name__)
 

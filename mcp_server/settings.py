@@ -8,7 +8,7 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field
 
-from .errors import ConfigError
+from mcp_server.errors import ConfigError
 
 APP = "remote-gpu-trainer"
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import reference_uri
+from mcp_server.knowledge import reference_uri
 
 Category = Literal[
     "match", "rounded_match", "scaled_match",

@@ -18,24 +18,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import RgtError
-from ..hosts.base import Host
-from ..ledger import Ledger
-from .evidence import Evidence, build, derived_disclosures
-from .figures import check_figures
-from .gate import Blocks, claim_findings, disclosure_findings, records
-from .judge import Judge
-from .macros import MacroDef, definitions, uses
-from .match import build_indexes, doc_mentions
-from .models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
-from .render import macro_names, render
-from .report import DEFAULT_LIMIT, assemble
-from .results import attach
-from .runs import check_runs
-from ..hosts.files import realpaths, write_file
-from .sources import (MAX_DOC_BYTES, Problems, absolute, expand, gather_bounded, join_path, read_file, read_json, sha256_bytes)
-from .tables import find_tables
-from .text import Doc
+from mcp_server.errors import RgtError
+from mcp_server.hosts.base import Host
+from mcp_server.ledger import Ledger
+from mcp_server.deliver.evidence.layer import Evidence, build, derived_disclosures
+from mcp_server.deliver.evidence.figures import check_figures
+from mcp_server.deliver.matching.gate import Blocks, claim_findings, disclosure_findings, records
+from mcp_server.deliver.matching.judge import Judge
+from mcp_server.deliver.documents.macros import MacroDef, definitions, uses
+from mcp_server.deliver.matching.match import build_indexes, doc_mentions
+from mcp_server.deliver.models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
+from mcp_server.deliver.render.tables import macro_names, render
+from mcp_server.deliver.render.report import DEFAULT_LIMIT, assemble
+from mcp_server.deliver.evidence.results import attach
+from mcp_server.deliver.evidence.runs import check_runs
+from mcp_server.hosts.files import realpaths, write_file
+from mcp_server.deliver.evidence.sources import MAX_DOC_BYTES, Problems, absolute, expand, gather_bounded, join_path, read_file, read_json, sha256_bytes
+from mcp_server.deliver.documents.tables import find_tables
+from mcp_server.deliver.documents.text import Doc
 
 log = logging.getLogger(__name__)
 Mode = Literal["precision", "strict"]

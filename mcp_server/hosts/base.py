@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ..errors import CommandFailed
+from mcp_server.errors import CommandFailed
 
 HostKind = Literal["local", "ssh"]
 

@@ -8,7 +8,7 @@ import secrets
 import shlex
 from collections.abc import Iterable
 
-from ..errors import InputError
+from mcp_server.errors import InputError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import InputError, NotFoundError
-from .base import Host
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.base import Host
 import posixpath
 
-from .commands import join, path_word, quote
+from mcp_server.hosts.commands import join, path_word, quote
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 BATCH = 400  # paths per remote command (argv stays far below ARG_MAX)

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import ConfigError
-from .commands import check_path
+from mcp_server.errors import ConfigError
+from mcp_server.hosts.commands import check_path
 
 _SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
 

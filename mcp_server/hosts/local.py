@@ -10,9 +10,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ..errors import CommandTimeout, NotFoundError, TransportError
-from .base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from .commands import check_path
+from mcp_server.errors import CommandTimeout, NotFoundError, TransportError
+from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
+from mcp_server.hosts.commands import check_path
 
 _KILL_GRACE_S = 2.0
 

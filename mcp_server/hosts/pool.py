@@ -6,13 +6,13 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConfigError, InputError
-from ..knowledge import Profile, profile
-from ..settings import Settings
-from .base import Host
-from .inventory import Inventory, InventoryEntry
-from .local import LocalHost
-from .ssh import Destination, SshHost
+from mcp_server.errors import ConfigError, InputError
+from mcp_server.knowledge import Profile, profile
+from mcp_server.settings import Settings
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.inventory import Inventory, InventoryEntry
+from mcp_server.hosts.local import LocalHost
+from mcp_server.hosts.ssh import Destination, SshHost
 
 LOCAL = "local"
 

@@ -25,7 +25,7 @@ from typing import Literal
 import asyncssh
 from asyncssh.config import SSHClientConfig
 
-from ..errors import (
+from mcp_server.errors import (
     AuthError,
     CommandTimeout,
     ConfigError,
@@ -35,9 +35,9 @@ from ..errors import (
     RgtError,
     TransportError,
 )
-from .base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from .commands import PID_MARKER, kill_group, path_word, remote_wrapper
-from .local import read_capped
+from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
+from mcp_server.hosts.commands import PID_MARKER, kill_group, path_word, remote_wrapper
+from mcp_server.hosts.local import read_capped
 
 log = logging.getLogger(__name__)
 

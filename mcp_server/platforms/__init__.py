@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..hosts.base import Host
-from ..hosts.pool import HostSpec
-from ..redact import Redactor
-from .base import Meter, access
-from .inbox import InBox
-from .lambdalabs import Lambda
-from .runpod import RunPod
-from .vastai import VastAi
+from mcp_server.errors import ConfigError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.redact import Redactor
+from mcp_server.platforms.base import Meter, access
+from mcp_server.platforms.inbox import InBox
+from mcp_server.platforms.lambdalabs import Lambda
+from mcp_server.platforms.runpod import RunPod
+from mcp_server.platforms.vastai import VastAi
 
 _API = {"runpod": RunPod, "vastai": VastAi, "lambda": Lambda}
 

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from ..errors import ConfigError, TransportError
-from ..redact import Redactor
+from mcp_server.errors import ConfigError, TransportError
+from mcp_server.redact import Redactor
 
 HTTP_TIMEOUT_S = 15.0
 

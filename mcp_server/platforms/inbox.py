@@ -3,9 +3,9 @@ Confirmed when the box stops answering (the console then shows it powered off)."
 
 from __future__ import annotations
 
-from ..errors import RgtError
-from ..hosts.base import Host
-from .base import PlatformState
+from mcp_server.errors import RgtError
+from mcp_server.hosts.base import Host
+from mcp_server.platforms.base import PlatformState
 
 
 class InBox:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 
-from ..errors import CommandFailed, TransportError
-from ..redact import Redactor
-from .base import Access, PlatformState, http
+from mcp_server.errors import CommandFailed, TransportError
+from mcp_server.redact import Redactor
+from mcp_server.platforms.base import Access, PlatformState, http
 
 TERMINATE_TIMEOUT_S = 10.0
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from ..errors import CommandFailed
-from ..redact import Redactor
-from .base import Access, PlatformState, cli, http
+from mcp_server.errors import CommandFailed
+from mcp_server.redact import Redactor
+from mcp_server.platforms.base import Access, PlatformState, cli, http
 
 
 class RunPod:

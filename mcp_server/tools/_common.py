@@ -13,8 +13,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ..app import App
-from ..errors import RgtError
+from mcp_server.app import App
+from mcp_server.errors import RgtError
 
 T = TypeVar("T")
 

@@ -9,10 +9,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..errors import InputError, NotFoundError
-from ..run.runs import RunPaths, check_run_id
-from ..verify.artifacts import VerifyRequest, VerifyResult, verify_artifacts
-from ._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.run.jobs.rundir import RunPaths, check_run_id
+from mcp_server.verify.artifacts.verifier import VerifyRequest, VerifyResult, verify_artifacts
+from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 
 
 async def _run_outputs(host, spec, run_id: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]

@@ -9,11 +9,11 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from ..app import App
-from ..run.audit import AuditResult, audit
-from ..run.audit_model import ExpectGpu
-from ..run.cost import accrued
-from ._common import READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.app import App
+from mcp_server.run.audit.box import AuditResult, audit
+from mcp_server.run.audit.model import ExpectGpu
+from mcp_server.run.teardown.cost import accrued
+from mcp_server.tools._common import READ_ONLY, HostError, app_of, fan_out, tool_errors
 
 MAX_HOSTS = 32
 

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from ..search import MAX_LIMIT, Hit, default_index
-from ._common import READ_ONLY_LOCAL
+from mcp_server.search import MAX_LIMIT, Hit, default_index
+from mcp_server.tools._common import READ_ONLY_LOCAL
 
 KINDS = {"any": ("references", "profiles"), "references": ("references",), "profiles": ("profiles",)}
 

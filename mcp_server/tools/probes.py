@@ -8,10 +8,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..hosts.base import Host
-from ..verify.probes import ProbeInputs, ProbeResult
-from ..verify.probes import run_probe as run_probe_on
-from ._common import READ_ONLY, app_of, tool_errors
+from mcp_server.hosts.base import Host
+from mcp_server.verify.probes import ProbeInputs, ProbeResult
+from mcp_server.verify.probes import run_probe as run_probe_on
+from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
 
 _SUMMARY_CUT = 300
 

@@ -11,10 +11,10 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from ..errors import RgtError
-from ..hosts.pool import HostSpec
-from ..knowledge import Profile, profile
-from ._common import app_of
+from mcp_server.errors import RgtError
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.knowledge import Profile, profile
+from mcp_server.tools._common import app_of
 
 
 def _fail(exc: RgtError) -> MCPError:

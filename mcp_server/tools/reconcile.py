@@ -8,10 +8,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..deliver.models import ReconcileReport
-from ..deliver.reconcile import reconcile
-from ..deliver.report import DEFAULT_LIMIT, MAX_LIMIT
-from ._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.deliver.models import ReconcileReport
+from mcp_server.deliver.reconcile import reconcile
+from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
+from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 
 
 def register(server: MCPServer) -> None:

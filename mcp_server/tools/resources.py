@@ -11,8 +11,8 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
-from ..errors import NotFoundError
-from ..knowledge import Doc, doc, docs
+from mcp_server.errors import NotFoundError
+from mcp_server.knowledge import Doc, doc, docs
 
 KINDS: tuple[Literal["references", "profiles"], ...] = ("references", "profiles")
 MIME = "text/markdown"

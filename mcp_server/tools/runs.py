@@ -9,12 +9,12 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from ..app import App
-from ..run.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
-from ..run.listing import HostRuns, list_runs
-from ..run.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
-from ..run.queue import QueueResult, launch_queue
-from ._common import LAUNCH, READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.app import App
+from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
+from mcp_server.run.jobs.listing import HostRuns, list_runs
+from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
+from mcp_server.run.jobs.queue import QueueResult, launch_queue
+from mcp_server.tools._common import LAUNCH, READ_ONLY, HostError, app_of, fan_out, tool_errors
 
 HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
 

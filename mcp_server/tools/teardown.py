@@ -8,9 +8,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from ..run.teardown import TeardownPlan, TeardownResult, plan
-from ..run.teardown_exec import execute
-from ._common import DESTRUCTIVE, app_of, tool_errors
+from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
+from mcp_server.run.teardown.execute import execute
+from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
 
 
 class Confirm(BaseModel):

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as sps
 
-from ..errors import InputError
+from mcp_server.errors import InputError
 
 Direction = Literal["higher", "lower"]
 

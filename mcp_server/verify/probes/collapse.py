@@ -9,9 +9,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .refs import InputReader
-from .result import Finding, NextProbe, next_probe, num
-from .sources import Matrix, load_matrix
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, NextProbe, next_probe, num
+from mcp_server.verify.probes.sources import Matrix, load_matrix
 
 CATALOG = ["VP10"]
 QUESTION = "Do distinct inputs still produce distinct outputs, or has the representation collapsed?"

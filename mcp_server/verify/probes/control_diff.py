@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .refs import InputReader
-from .result import Finding, listed, next_probe
-from .sources import ConfigSource, load_config
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, listed, next_probe
+from mcp_server.verify.probes.sources import ConfigSource, load_config
 
 CATALOG = ["VP1"]
 QUESTION = "Does the comparison differ from its control in exactly the ablated variable(s)?"

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from . import collapse, control_diff, identity, leakage, mde, metric, seeds, trajectory
-from .refs import HostOpener, InputReader
-from .result import ProbeResult, digest, route
+from mcp_server.verify.probes import collapse, control_diff, identity, leakage, mde, metric, seeds, trajectory
+from mcp_server.verify.probes.refs import HostOpener, InputReader
+from mcp_server.verify.probes.result import ProbeResult, digest, route
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .refs import DEFAULT_HASH_BYTES, MAX_HASH_BYTES, FileRef, InputReader
-from .result import Finding, next_probe
+from mcp_server.verify.probes.refs import DEFAULT_HASH_BYTES, MAX_HASH_BYTES, FileRef, InputReader
+from mcp_server.verify.probes.result import Finding, next_probe
 
 CATALOG = ["VP15", "SH6"]
 QUESTION = "Are these two checkpoints/runs the same bytes, and were they meant to be?"

@@ -13,11 +13,11 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...errors import InputError
-from .parse import column, detect, parse_lines, parse_npy, parse_rows
-from .refs import FileRef, InputReader
-from .result import Finding, Verdict, listed, next_probe
-from .sources import MAX_INLINE
+from mcp_server.errors import InputError
+from mcp_server.verify.probes.parse import column, detect, parse_lines, parse_npy, parse_rows
+from mcp_server.verify.probes.refs import FileRef, InputReader
+from mcp_server.verify.probes.result import Finding, Verdict, listed, next_probe
+from mcp_server.verify.probes.sources import MAX_INLINE
 
 CATALOG = ["VP6"]
 QUESTION = "Does any test (or validation) information reach training or selection?"

@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...errors import InputError
-from .. import stats
-from .refs import InputReader
-from .result import Finding, next_probe, num
+from mcp_server.errors import InputError
+from mcp_server.verify import stats
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, next_probe, num
 
 CATALOG = ["VP11"]
 QUESTION = "Can this many seeds per arm detect the effect you would act on?"

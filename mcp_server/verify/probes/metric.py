@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as sps
 
-from .directions import Direction, direction_of, normalise
-from .refs import InputReader
-from .result import Finding, Verdict, next_probe, num
+from mcp_server.verify.probes.directions import Direction, direction_of, normalise
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, Verdict, next_probe, num
 
 CATALOG = ["VP11", "VP9"]
 QUESTION = "Is the metric read the right way round, above its chance floor, and reported to a precision n supports?"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ...errors import InputError
+from mcp_server.errors import InputError
 
 MAX_ROWS = 2_000_000
 _EXT = {

@@ -12,11 +12,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import InputError, NotFoundError
-from ...hosts.base import Host
-from ...hosts.commands import check_path
-from ...hosts.files import read_bytes
-from .result import FileRead
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.files import read_bytes
+from mcp_server.verify.probes.result import FileRead
 
 FileFormat = Literal["auto", "yaml", "json", "toml", "csv", "tsv", "jsonl", "npy", "lines"]
 

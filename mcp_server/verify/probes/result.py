@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue
 
-from ...knowledge import reference_uri
+from mcp_server.knowledge import reference_uri
 
 Verdict = Literal[
     "bug", "effect", "noise", "instability", "stochastic", "underpowered", "confounded",

@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import InputError
-from .. import stats
-from .directions import Direction, resolve
-from .refs import InputReader
-from .result import Finding, NextProbe, Verdict, fmt, next_probe, num
-from .sources import KeyedSeries, Series, load_series
+from mcp_server.errors import InputError
+from mcp_server.verify import stats
+from mcp_server.verify.probes.directions import Direction, resolve
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, NextProbe, Verdict, fmt, next_probe, num
+from mcp_server.verify.probes.sources import KeyedSeries, Series, load_series
 
 CATALOG = ["VP4", "VP11"]
 QUESTION = "Is each arm's difference from the baseline larger than run-to-run noise?"

@@ -9,9 +9,9 @@ from typing import Any, Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from ...errors import InputError
-from .parse import column, detect, parse_config, parse_npy, parse_rows, to_float
-from .refs import FileRef, InputReader
+from mcp_server.errors import InputError
+from mcp_server.verify.probes.parse import column, detect, parse_config, parse_npy, parse_rows, to_float
+from mcp_server.verify.probes.refs import FileRef, InputReader
 
 MAX_INLINE = 100_000
 

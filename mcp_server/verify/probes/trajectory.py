@@ -9,11 +9,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import InputError
-from .directions import Direction, resolve
-from .refs import InputReader
-from .result import Finding, NextProbe, next_probe, num
-from .sources import KeyedSeries, load_series
+from mcp_server.errors import InputError
+from mcp_server.verify.probes.directions import Direction, resolve
+from mcp_server.verify.probes.refs import InputReader
+from mcp_server.verify.probes.result import Finding, NextProbe, next_probe, num
+from mcp_server.verify.probes.sources import KeyedSeries, load_series
 
 CATALOG = ["VP2"]
 QUESTION = "Is the gap a real effect, or instability / under-convergence read off an endpoint?"

@@ -1,0 +1,243 @@
+"""GPU checks of the Phase-0 audit (A2-A9, A7b, A28). Read-only: report, never kill."""
+
+from __future__ import annotations
+
+from mcp_server.run.audit.model import Check, Facts, check
+from mcp_server.run.audit.nvidia import parse_dmon, parse_pids, parse_ps, parse_xids
+
+HOT_C = 83
+THROTTLED_CLOCK_RATIO = 0.70
+ZOMBIE_MIN_AGE_S = 120
+BUSY_MIB = 1024
+DEAD_XIDS = {48: "double-bit ECC error: the GPU is dead", 79: "the GPU fell off the bus"}
+
+_SMI_RC = {
+    9: "the NVIDIA driver is not loaded",
+    6: "no GPU devices were found",
+    15: "a GPU has fallen off the bus",
+    18: "driver/library version mismatch (reboot or reinstall the driver)",
+    12: "the NVML library was not found",
+    14: "the GPU infoROM is corrupted",
+}
+
+
+def _no_smi(f: Facts, cid: str, title: str) -> Check | None:
+    """The shared answer when there is no usable nvidia-smi: FAIL if a GPU was expected."""
+    if f.has_nvidia_smi and f.gpus:
+        return None
+    if not f.has_nvidia_smi:
+        why = "nvidia-smi is not installed: no NVIDIA driver is visible on this box"
+    else:
+        sec = f.sec("gpu")
+        why = _SMI_RC.get(sec.rc if sec else -1, "nvidia-smi listed no GPU")
+    if f.expect_gpu is not None and cid == "A2":
+        return check(cid, title, "FAIL", f"{why}, but a GPU was expected ({f.expect_gpu.model_dump(exclude_none=True)})")
+    return check(cid, title, "SKIP", why)
+
+
+def a2_identity(f: Facts) -> Check:
+    title = "GPU present and as rented"
+    sec = f.sec("gpu")
+    if f.has_nvidia_smi and sec is not None and sec.rc != 0:
+        msg = _SMI_RC.get(sec.rc, f"nvidia-smi exited {sec.rc}")
+        first = (f.gpu_stray or [sec.text.strip()[:200]])[0]
+        return check("A2", title, "FAIL", f"{msg}; nvidia-smi said: {first!r}; {len(f.gpus)} GPU row(s) readable")
+    missing = _no_smi(f, "A2", title)
+    if missing:
+        return missing
+    names = sorted({g.name for g in f.gpus})
+    mem = sorted({g.memory_total_mib for g in f.gpus if g.memory_total_mib})
+    drivers = sorted({g.driver_version for g in f.gpus if g.driver_version})
+    evidence = f"{len(f.gpus)} x {', '.join(names)}; memory.total {mem} MiB; driver {', '.join(drivers)}"
+    problems = []
+    e = f.expect_gpu
+    if e is not None:
+        if e.name and not all(e.name.lower() in g.name.lower() for g in f.gpus):
+            problems.append(f"expected name containing {e.name!r}")
+        if e.count and e.count != len(f.gpus):
+            problems.append(f"expected {e.count} GPU(s)")
+        if e.min_memory_gib and any((g.memory_total_mib or 0) < e.min_memory_gib * 1024 * 0.97 for g in f.gpus):
+            problems.append(f"expected at least {e.min_memory_gib:g} GiB per GPU")
+    if f.gpu_stray:
+        problems.append(f"nvidia-smi printed {len(f.gpu_stray)} non-row line(s): {f.gpu_stray[0][:120]!r}")
+    if problems:
+        return check("A2", title, "WARN", evidence + "; " + "; ".join(problems))
+    return check("A2", title, "PASS", evidence)
+
+
+def a3_framework(f: Facts) -> Check:
+    title = "framework sees the GPU (same interpreter as the launch)"
+    probe = f.python_probe()
+    has_gpu = f.has_nvidia_smi and bool(f.gpus)
+    if probe is None:
+        sec = f.sec("python")
+        tail = (sec.text.strip().splitlines() or ["no output"])[-1][:200] if sec else "not run"
+        return check("A3", title, "WARN" if has_gpu else "SKIP", f"python did not run: {tail}")
+    exe = probe.get("executable")
+    if "torch_error" in probe:
+        if has_gpu:
+            return check("A3", title, "FAIL", f"{exe}: torch does not import ({probe['torch_error']})")
+        return check("A3", title, "SKIP", f"{exe}: torch not importable and no GPU here ({probe['torch_error'][:120]})")
+    ev = (f"{exe}: torch {probe.get('torch')} (CUDA {probe.get('torch_cuda')}), "
+          f"cuda.is_available={probe.get('cuda_available')}, device_count={probe.get('device_count')}")
+    if has_gpu and not probe.get("cuda_available"):
+        return check("A3", title, "FAIL", ev + "; training would silently run on the CPU (~100x slower)")
+    if has_gpu and probe.get("device_count") != len(f.gpus):
+        return check("A3", title, "WARN", ev + f"; nvidia-smi lists {len(f.gpus)} (CUDA_VISIBLE_DEVICES?)")
+    if not has_gpu:
+        return check("A3", title, "SKIP", ev + "; no GPU on this box")
+    return check("A3", title, "PASS", ev)
+
+
+def _version(v: str | None) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(x) for x in (v or "").split(".")[:2])
+    except ValueError:
+        return None
+
+
+def a4_triangle(f: Facts) -> Check:
+    title = "driver / CUDA toolkit / torch triangle"
+    missing = _no_smi(f, "A4", title)
+    if missing:
+        return missing
+    driver_cuda = f.perf_header.get("CUDA Version")
+    probe = f.python_probe() or {}
+    torch_cuda = probe.get("torch_cuda")
+    ev = f"driver {f.perf_header.get('Driver Version') or f.gpus[0].driver_version} supports CUDA {driver_cuda}; torch built for CUDA {torch_cuda}"
+    pins = [line for line in f.text("pins").splitlines() if line.strip()]
+    dv, tv = _version(driver_cuda), _version(torch_cuda)
+    if dv and tv and tv > dv:
+        return check("A4", title, "FAIL", ev + "; the torch build needs a newer driver than the host has (the tenant cannot change the driver)")
+    if pins:
+        return check("A4", title, "WARN", ev + f"; requirements pin the framework ({pins[0][:120]}): installing them would replace the image's build")
+    if not driver_cuda or not torch_cuda:
+        return check("A4", title, "WARN", ev + "; could not read both versions")
+    return check("A4", title, "PASS", ev)
+
+
+def a5_health(f: Facts) -> Check:
+    title = "GPU health: temperature and SM clock"
+    missing = _no_smi(f, "A5", title)
+    if missing:
+        return missing
+    hot_slow, hot = [], []
+    for g in f.gpus:
+        if g.temperature_c is None or g.temperature_c < HOT_C:
+            continue
+        if g.sm_clock_mhz and g.sm_clock_max_mhz and g.sm_clock_mhz < THROTTLED_CLOCK_RATIO * g.sm_clock_max_mhz:
+            hot_slow.append(f"GPU {g.index}: {g.temperature_c} C, SM {g.sm_clock_mhz}/{g.sm_clock_max_mhz} MHz")
+        else:
+            hot.append(f"GPU {g.index}: {g.temperature_c} C")
+    temps = [g.temperature_c for g in f.gpus if g.temperature_c is not None]
+    dmon_rows = parse_dmon(f.text("dmon"))
+    ev = f"max temperature {max(temps) if temps else '?'} C; dmon samples {dmon_rows}"
+    if hot_slow:
+        return check("A5", title, "FAIL", "thermal throttling: " + "; ".join(hot_slow) + " (silent 25-40 % loss; re-rent)")
+    if hot:
+        return check("A5", title, "WARN", "hot but clocks still high: " + "; ".join(hot))
+    if dmon_rows == 0:
+        return check("A5", title, "WARN", ev + " (dmon produced nothing: old driver?)")
+    return check("A5", title, "PASS", ev)
+
+
+def a6_throttle(f: Facts) -> Check:
+    title = "throttle reasons (nvidia-smi -q -d PERFORMANCE)"
+    missing = _no_smi(f, "A6", title)
+    if missing:
+        return missing
+    bad = [f"GPU {g.index}: {', '.join(g.active_throttle)}" for g in f.gpus if g.active_throttle]
+    if bad:
+        return check("A6", title, "FAIL", "active: " + "; ".join(bad) + " (the tenant cannot fix cooling or power: re-rent)")
+    if "perf" not in f.sections or not f.text("perf").strip():
+        return check("A6", title, "WARN", "no PERFORMANCE report")
+    return check("A6", title, "PASS", f"no slowdown/thermal/power-brake reason active on {len(f.gpus)} GPU(s)")
+
+
+def a7_xid(f: Facts) -> Check:
+    title = "Xid hardware faults in the kernel log"
+    sec = f.sec("dmesg")
+    xids = parse_xids(f.text("dmesg"))
+    dead = [(c, d) for c, d, _ in xids if c in DEAD_XIDS]
+    if dead:
+        c, d = dead[-1]
+        return check("A7", title, "FAIL", f"Xid {c} on {d}: {DEAD_XIDS[c]}; stop and re-rent a different box; do not debug code")
+    if xids:
+        codes = sorted({c for c, _, _ in xids})
+        return check("A7", title, "WARN", f"Xid {codes} seen (usually application faults); last: {xids[-1][2][:160]}")
+    if sec is None or sec.rc != 0:
+        return check("A7", title, "WARN", "dmesg is not readable here (needs root): this verdict is not authoritative; ask the operator")
+    return check("A7", title, "PASS", "no NVRM Xid lines in dmesg")
+
+
+def a7b_ecc(f: Facts) -> Check:
+    title = "uncorrected ECC errors (volatile)"
+    missing = _no_smi(f, "A7b", title)
+    if missing:
+        return missing
+    bad = [f"GPU {g.index}: {g.ecc_uncorrected}" for g in f.gpus if g.ecc_uncorrected]
+    if bad:
+        return check("A7b", title, "FAIL", "uncorrected ECC errors: " + "; ".join(bad) + " (results from this GPU are suspect; re-rent)")
+    na_count = sum(1 for g in f.gpus if g.ecc_uncorrected is None)
+    if na_count == len(f.gpus):
+        return check("A7b", title, "SKIP", "ECC not reported ([N/A]: ECC disabled or unsupported, e.g. GeForce)")
+    return check("A7b", title, "PASS", "0 uncorrected ECC errors")
+
+
+def a8_zombies(f: Facts) -> Check:
+    title = "zombie VRAM holders"
+    missing = _no_smi(f, "A8", title)
+    if missing:
+        return missing
+    visible = {a.pid for a in f.apps if a.pid is not None}
+    holders = f.kv("holders")
+    ages = parse_ps("\n".join(line for line in f.text("holders").splitlines() if "=" not in line))
+    pids = parse_pids(holders.get("pids", ""))
+    zombies = [f"pid {p} ({ages[p][1]}, {ages[p][0]} s old)" for p in pids
+               if p not in visible and p in ages and ages[p][0] > ZOMBIE_MIN_AGE_S]
+    listed = {a.gpu_uuid for a in f.apps}
+    unexplained = [f"GPU {g.index}: {g.memory_used_mib} MiB used, no process listed"
+                   for g in f.gpus if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in listed]
+    hidden = any(a.pid is None for a in f.apps)
+    findings = zombies + unexplained
+    if findings:
+        return check("A8", title, "WARN",
+                     "; ".join(findings) + ". Report only: killing a holder needs your explicit OK "
+                     "(a holder in another container means restarting that container)")
+    if hidden:
+        return check("A8", title, "WARN", "process ids are not visible from this container ([Not Supported]); cannot attribute VRAM")
+    devices = holders.get("devices", "")
+    scope = "no /dev/nvidia* nodes visible" if not devices else f"{len(pids)} holder pid(s), all listed by nvidia-smi"
+    return check("A8", title, "PASS", f"no invisible VRAM holder ({scope})")
+
+
+def a9_tenants(f: Facts) -> Check:
+    title = "GPUs already in use (other jobs or tenants)"
+    missing = _no_smi(f, "A9", title)
+    if missing:
+        return missing
+    busy = [g for g in f.gpus if (g.memory_used_mib or 0) > BUSY_MIB or (g.utilization_pct or 0) > 5]
+    if busy:
+        idx = ",".join(str(g.index) for g in busy)
+        pids = sorted({a.pid for a in f.apps if a.pid})
+        return check("A9", title, "WARN",
+                     f"{len(busy)}/{len(f.gpus)} GPU(s) busy (index {idx}; pids {pids[:8]}): "
+                     "two jobs on one card both crawl or OOM; pin free cards with CUDA_VISIBLE_DEVICES")
+    return check("A9", title, "PASS", f"all {len(f.gpus)} GPU(s) idle")
+
+
+def a28_container(f: Facts) -> Check:
+    title = "container has the GPU attached"
+    marks = [line for line in f.text("container").splitlines() if line.strip()]
+    if not marks:
+        return check("A28", title, "SKIP", "not inside a container")
+    gpu_ok = f.has_nvidia_smi and bool(f.gpus)
+    if gpu_ok:
+        return check("A28", title, "PASS", f"inside a container ({marks[0][:60]}); nvidia-smi sees {len(f.gpus)} GPU(s)")
+    if f.expect_gpu is not None:
+        return check("A28", title, "FAIL", f"inside a container ({marks[0][:60]}) with no GPU visible: start it with --gpus all and NVIDIA Container Toolkit >= 1.14")
+    return check("A28", title, "SKIP", f"inside a container ({marks[0][:60]}); no GPU expected or visible")
+
+
+GPU_CHECKS = (a2_identity, a3_framework, a4_triangle, a5_health, a6_throttle, a7_xid, a7b_ecc,
+              a8_zombies, a9_tenants, a28_container)

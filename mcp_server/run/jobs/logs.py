@@ -1,0 +1,175 @@
+"""tail_logs: an incremental, seek-based log read plus the run's real status.
+
+Cost is flat in log size: the box seeks (`tail -c +N | head -c M`), and only the window
+(plus a 64 KiB tail for signatures) crosses the wire. Offsets are byte offsets; a window
+never ends inside a UTF-8 character, so consecutive calls lose and duplicate nothing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets as _secrets
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import path_word
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.redact import Redactor
+from mcp_server.run.jobs.rundir import RunPaths, check_run_id
+from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
+from mcp_server.run.jobs.status import STATE_FUNCS, RunState, lost_evidence, parse_state
+
+MAX_WINDOW = 256 * 1024
+SIGNATURE_TAIL = 64 * 1024
+DEFAULT_STALL_S = 900
+
+
+class TailResult(BaseModel):
+    host: str
+    run_id: str | None
+    path: str
+    state: RunState | None = Field(description="None when reading a bare path (no run to judge)")
+    text: str = Field(description="the window, exactly as in the file (partial last line kept)")
+    offset: int = Field(description="byte offset where `text` starts")
+    next_offset: int = Field(description="pass this as `offset` next time to continue with no gap or overlap")
+    size: int
+    eof: bool = Field(description="true when the window reaches the end of the log")
+    truncated: bool = Field(description="true when more bytes follow the window (call again with next_offset)")
+    log_reset: bool = Field(description="the log is shorter than the offset asked: truncated or rotated; read from 0")
+    last_write_utc: str | None
+    seconds_since_write: float | None
+    stall_warning: str | None = None
+    progress: str | None = None
+    signatures: list[SignatureHit]
+
+
+def utf8_safe_len(data: bytes) -> int:
+    """Length of the longest prefix that does not end inside a UTF-8 sequence."""
+    n = len(data)
+    for back in range(1, min(4, n) + 1):
+        b = data[n - back]
+        if b & 0xC0 == 0x80:
+            continue
+        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+        return n - back if need > back else n
+    return n
+
+
+def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str) -> str:
+    start = "$(( size > mb ? size - mb : 0 ))" if offset is None else str(int(offset))
+    state = ""
+    if run_dir_word:
+        state = (f'[ -d {run_dir_word} ] || {{ echo RGT-NORUN; exit 0; }}; st=$(rgt_state {run_dir_word}); printf "state=%s\\n" "$(printf %s "$st" | tr "\\t" "|")"; '
+                 f'case "$st" in gone*) rgt_lost_facts {run_dir_word};; esac; '
+                 f'printf "runjson=%s\\n" "$(head -c 65536 {run_dir_word}/run.json 2>/dev/null | base64 | tr -d "\\n")"')
+    return f"""{STATE_FUNCS}
+f={log_word}
+{state}
+sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || {{ echo RGT-NOLOG; exit 0; }}
+size=${{sm% *}}
+printf 'size=%s\\nmtime=%s\\nnow=%(%s)T\\n' "$size" "${{sm#* }}" -1
+mb={int(max_bytes)}; start={start}
+if [ "$start" -gt "$size" ]; then echo reset=1; start=0; fi
+len=$(( size - start < mb ? size - start : mb ))
+printf 'start=%s\\nlen=%s\\n' "$start" "$len"
+rd() {{ dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
+  || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }}
+printf '@@W{nonce}\\n'; [ "$len" -gt 0 ] && rd "$start" "$len"
+printf '@@T{nonce}\\n'
+ts=$(( size > {SIGNATURE_TAIL} ? size - {SIGNATURE_TAIL} : 0 ))
+if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi
+printf '@@E{nonce}\\n'
+"""
+
+
+def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
+    w, t, e = (f"@@{c}{nonce}\n".encode() for c in "WTE")
+    head, _, rest = out.partition(w)
+    window, _, rest = rest.partition(t)
+    tail, _, _ = rest.partition(e)
+    kv: dict[str, str] = {}
+    dmesg = []
+    for line in head.decode("utf-8", "replace").splitlines():
+        k, sep, v = line.partition("=")
+        if k == "dmesg":
+            dmesg.append(v)
+        elif sep:
+            kv[k] = v
+    kv["_dmesg"] = "\n".join(dmesg)
+    return kv, window, tail
+
+
+async def tail_logs(
+    host: Host, spec: HostSpec, *, redactor: Redactor, run_id: str | None = None, path: str | None = None,
+    offset: int | None = None, max_bytes: int = 16 * 1024, lines: int | None = None,
+    stall_s: float = DEFAULT_STALL_S,
+) -> TailResult:
+    """Read a run's log (or any log path) incrementally, with status and signatures."""
+    if (run_id is None) == (path is None):
+        raise InputError("give exactly one of run_id or path", next_step="run_id from launch_detached/list_runs")
+    if not 1 <= max_bytes <= MAX_WINDOW:
+        raise InputError("max_bytes out of range", observed=max_bytes, expected=f"1..{MAX_WINDOW}")
+    if offset is not None and offset < 0:
+        raise InputError("offset must be >= 0", observed=offset)
+    run_dir = RunPaths(spec.durable_root, check_run_id(run_id)).dir if run_id else None
+    log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
+    nonce = _secrets.token_hex(8)
+    res = await host.run(_script(log_word, run_dir, None if (lines or offset is None) else offset,
+                                 max_bytes, nonce), timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
+    if res.stdout.startswith(b"RGT-NORUN"):
+        raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
+                            path=spec.durable_root, next_step="list_runs shows the runs on the box")
+    if b"RGT-NOLOG" in res.stdout.partition(f"@@W{nonce}".encode())[0]:
+        raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
+    kv, window, tail = _split(res.stdout, nonce)
+    _learn_secrets(kv.get("runjson", ""), redactor)
+    return _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, window, tail,
+                   lines, stall_s, redactor)
+
+
+def _learn_secrets(runjson_b64: str, redactor: Redactor) -> None:
+    """A new server instance redacts the run's secrets too: their names are in run.json."""
+    try:
+        names = json.loads(base64.b64decode(runjson_b64)).get("secret_env_names", [])
+    except (ValueError, AttributeError):
+        return
+    for n in names:
+        if isinstance(n, str) and n in os.environ:
+            redactor.add(os.environ[n])
+
+
+def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], window: bytes, tail: bytes,
+            lines: int | None, stall_s: float, redactor: Redactor) -> TailResult:
+    size, start = int(kv.get("size", "0")), int(kv.get("start", "0"))
+    keep = utf8_safe_len(window) or len(window)
+    window = window[:keep]
+    if lines is not None:
+        kept = b"".join(window.splitlines(keepends=True)[-lines:])
+        start += len(window) - len(kept)
+        window = kept
+    next_offset = start + len(window)
+    state = None
+    if run_id is not None and "state" in kv:
+        state = parse_state(kv["state"].replace("|", "\t"))
+        if state.status == "lost":
+            state.evidence += lost_evidence(kv, [x for x in kv.get("_dmesg", "").splitlines() if x])
+    mtime, now = float(kv.get("mtime", "0") or 0), float(kv.get("now", "0") or 0)
+    age = max(0.0, now - mtime) if mtime else None
+    stall = None
+    if state is not None and state.status == "running" and age is not None and age > stall_s:
+        stall = (f"the log has not grown for {age / 60:.0f} min while the process is alive: hung, stuck on data, "
+                 "or block-buffered stdout (PYTHONUNBUFFERED/python -u); check GPU utilisation and checkpoint mtimes")
+    text = redactor.scrub(window.decode("utf-8", "replace"))
+    scan_text = redactor.scrub((tail or window).decode("utf-8", "replace"))
+    hits = {h.id: h for h in scan(scan_text) + (scan(text) if tail else [])}
+    return TailResult(
+        host=spec.name, run_id=run_id, path=path, state=state, text=text, offset=start, next_offset=next_offset,
+        size=size, eof=next_offset >= size, truncated=next_offset < size, log_reset=kv.get("reset") == "1",
+        last_write_utc=datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds") if mtime else None,
+        seconds_since_write=age, stall_warning=stall, progress=progress_hint(scan_text),
+        signatures=sorted(hits.values(), key=lambda h: h.line_no or 0),
+    )

@@ -1,0 +1,116 @@
+"""The roster: which files under the result root must exist, matched against what the box
+has. Missing entries and refused paths are findings, never silently skipped."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, Field
+
+from mcp_server.errors import InputError
+from mcp_server.globs import glob_regex
+
+# Our own bookkeeping next to the data; never part of a roster match or an "extra".
+OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json)$|(?:^|/)\.rgt-")
+
+
+class Finding(BaseModel):
+    path: str
+    kind: str = Field(description="missing | extra | symlink | unsafe_name | changed | size_mismatch | "
+                                  "hash_mismatch | load_error | unsafe_pickle | non_finite | empty | unchecked")
+    message: str
+    expected: str | None = None
+    actual: str | None = None
+    blocking: bool = Field(default=True, description="false for findings that are reported only (extras)")
+
+
+@dataclass(frozen=True)
+class RemoteEntry:
+    kind: str  # f = regular file, l = symlink
+    size: int
+    mtime: float
+    path: str  # relative to the root, posix
+    target: str = ""
+
+
+def check_pattern(p: str) -> str:
+    """A roster entry: a relative path or glob, never absolute, never climbing out."""
+    if not p or p.startswith(("/", "~")) or "\\" in p or any(ord(c) < 32 for c in p):
+        raise InputError("roster entries are paths relative to the root", observed=p,
+                         expected="e.g. 'best.pth', 'seed*/metrics.json', '**/*.safetensors'")
+    if ".." in PurePosixPath(p).parts:
+        raise InputError("roster entry climbs out of the root with '..'", observed=p)
+    return p
+
+
+def is_glob(p: str) -> bool:
+    return any(c in p for c in "*?[")
+
+
+@dataclass
+class Resolution:
+    files: list[RemoteEntry] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def resolve(roster: list[str], entries: list[RemoteEntry]) -> Resolution:
+    """Match the roster against the box's listing: files to manifest plus findings."""
+    for p in roster:
+        check_pattern(p)
+    res = Resolution()
+    candidates = [e for e in entries if not OWN_FILES.search(e.path)]
+    chosen: dict[str, RemoteEntry] = {}
+    for p in roster:
+        rx = glob_regex(p)
+        hits = [e for e in candidates if rx.match(e.path)]
+        if not hits:
+            what = "glob matched no file" if is_glob(p) else "expected file is missing on the box"
+            res.findings.append(Finding(path=p, kind="missing", message=what))
+        for e in hits:
+            chosen.setdefault(e.path, e)
+    for e in chosen.values():
+        if e.kind == "l":
+            outside = _escapes(e.path, e.target)
+            res.findings.append(Finding(
+                path=e.path, kind="symlink", actual=e.target,
+                message="symlink refused (a manifest holds regular files only)"
+                + ("; it points outside the root" if outside else "")))
+        elif any(ord(c) < 32 for c in e.path):
+            res.findings.append(Finding(path=repr(e.path), kind="unsafe_name", message="control character in name"))
+        else:
+            res.files.append(e)
+    for e in candidates:
+        if e.path not in chosen:
+            res.findings.append(Finding(path=e.path, kind="extra", blocking=False,
+                                        message="on the box under the root but not in the roster (not pulled)"))
+    res.files.sort(key=lambda e: e.path)
+    return res
+
+
+def _escapes(path: str, target: str) -> bool:
+    if target.startswith("/"):
+        return True
+    parts: list[str] = []
+    for part in (*PurePosixPath(path).parent.parts, *PurePosixPath(target).parts):
+        if part == "..":
+            if not parts:
+                return True
+            parts.pop()
+        elif part not in (".", ""):
+            parts.append(part)
+    return False
+
+
+def parse_listing(data: bytes) -> list[RemoteEntry]:
+    """`find -printf '%y\\t%s\\t%T@\\t%P\\t%l\\0'` output -> entries."""
+    out = []
+    for rec in data.split(b"\0"):
+        if not rec:
+            continue
+        parts = rec.decode("utf-8", "surrogateescape").split("\t", 4)
+        if len(parts) == 5 and parts[1].isdigit():
+            out.append(RemoteEntry(kind=parts[0], size=int(parts[1]), mtime=float(parts[2] or 0),
+                                   path=parts[3], target=parts[4]))
+    return out
