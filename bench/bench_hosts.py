@@ -1,8 +1,8 @@
 """Host-layer benchmarks (issue: foundation).
 
 1. Warm tool-call overhead: the lightest tool (list_runs on a box with no runs: one remote
-   command that forks nothing) through an in-memory MCP client on a pooled connection, vs raw asyncssh `conn.run("true")` on an
-   open connection (target <= 1.5x) and vs OpenSSH multiplexed `ssh -o ControlPath=...
+   command that forks nothing) through an in-memory MCP client on a pooled connection, vs raw
+   asyncssh `conn.run("true")` on an open connection (target <= 1.5x) and vs OpenSSH multiplexed `ssh -o ControlPath=...
    host true` (target: faster).
 2. Fan-out: audit_box of 8 inventory hosts (8 aliases, 8 connections, one loopback sshd)
    vs 1 host (target <= 2x).
@@ -60,7 +60,8 @@ async def fanout(n_hosts: int = 8) -> None:
         many = sorted([await audit([f"box{i}" for i in range(n_hosts)]) for _ in range(5)])[2]
         serial = sum([await audit([f"box{i}"]) for i in range(n_hosts)])
         report(f"audit_box fan-out {n_hosts} hosts vs 1 host", many, one, "<= 2x", many <= 2 * one)
-        report(f"audit_box fan-out {n_hosts} hosts vs {n_hosts} one after another", many, serial, "< 1.0x", many < serial)
+        report(f"audit_box fan-out {n_hosts} hosts vs {n_hosts} one after another", many, serial, "< 1.0x",
+               many < serial)
         print(f"  note: all {n_hosts} 'boxes' are this machine ({os.cpu_count()} cores): the remote audits and "
               "SSH handshakes compete for the same CPUs, which bounds the fan-out ratio here")
     finally:

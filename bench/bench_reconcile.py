@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_server.deliver.reconcile import reconcile  # noqa: E402
 from mcp_server.deliver.documents.tokens import clear_memo
-from mcp_server.hosts.local import LocalHost  # noqa: E402
+from mcp_server.deliver.reconcile import reconcile
+from mcp_server.hosts.local import LocalHost
 
 METRICS = ["psnr", "ssim", "lpips", "fid", "top1_acc", "f1", "miou", "bleu", "wer", "rmse",
            "psnr_set5", "psnr_set14", "ssim_set5", "ssim_set14", "auc", "dice", "mae", "nll", "recall", "map"]
@@ -41,7 +41,8 @@ def build_project(root: Path, claims: int, seed: int = 7) -> list[dict]:
     rows, results = [], {}
     for i in range(claims):
         exp, metric = f"model-{i // len(METRICS):03d}", METRICS[i % len(METRICS)]
-        value = round(rng.uniform(0.1, 0.99), 4) if metric not in ("psnr", "psnr_set5", "psnr_set14", "fid") else round(rng.uniform(20, 40), 2)
+        decibels = metric in ("psnr", "psnr_set5", "psnr_set14", "fid")
+        value = round(rng.uniform(20, 40), 2) if decibels else round(rng.uniform(0.1, 0.99), 4)
         std = round(rng.uniform(0.01, 0.2), 2)
         rows.append({"claim": f"C{i + 1}", "exp": exp, "metric": metric, "value": value, "std": std, "n": 100})
         results.setdefault(exp, []).append({"metric": metric, "split": "test", "value": value, "n": 100,
@@ -54,8 +55,8 @@ def build_project(root: Path, claims: int, seed: int = 7) -> list[dict]:
     evidence = {"claims": [{
         "id": r["claim"], "statement": f"{r['exp']} on {r['metric']}", "paper_anchor": "Table 1",
         "repo_implementation": "src/model.py:10",
-        "evidence": [{"exp_id": r["exp"], "run": "selected", "metric": r["metric"], "value": r["value"], "split": "test",
-                      "n": r["n"], "variance": {"type": "std", "value": r["std"], "seeds": 3},
+        "evidence": [{"exp_id": r["exp"], "run": "selected", "metric": r["metric"], "value": r["value"],
+                      "split": "test", "n": r["n"], "variance": {"type": "std", "value": r["std"], "seeds": 3},
                       "results_json": f"results/{r['exp']}/selected/results.json"}]} for r in rows]}
     (root / "EVIDENCE.json").write_text(json.dumps(evidence))
     assert exps >= 1
@@ -95,7 +96,8 @@ def build_docs(root: Path, rows: list[dict], docs: int, seed: int = 11) -> list[
     for d in range(docs):
         kind = ("md", "tex", "csv", "txt")[d % 4]
         if kind == "csv":
-            body = ["exp,metric,value"] + [f"{r['exp']},{r['metric']},{_value(rng, r)}" for r in rng.sample(rows, NUMBERS_PER_DOC)]
+            sample = rng.sample(rows, NUMBERS_PER_DOC)
+            body = ["exp,metric,value"] + [f"{r['exp']},{r['metric']},{_value(rng, r)}" for r in sample]
         elif kind == "tex":
             body = ["\\section{Results}"] + [line.replace("±", "$\\pm$") for line in _prose(rng, rows, 5)]
             for _ in range(3):
@@ -103,7 +105,8 @@ def build_docs(root: Path, rows: list[dict], docs: int, seed: int = 11) -> list[
                 mine = [r for r in rows if r["exp"] == exp][:10]
                 body += ["\\begin{table}", "\\caption{Main results}", "\\begin{tabular}{l" + "c" * len(mine) + "}",
                          "Method & " + " & ".join(r["metric"].replace("_", "\\_") for r in mine) + " \\\\", "\\midrule",
-                         exp + " & " + " & ".join(_value(rng, r) for r in mine) + " \\\\", "\\end{tabular}", "\\end{table}"]
+                         exp + " & " + " & ".join(_value(rng, r) for r in mine) + " \\\\",
+                         "\\end{tabular}", "\\end{table}"]
         else:
             body = ["# Results", ""] + _prose(rng, rows, 5)
             for _ in range(3):

@@ -38,7 +38,7 @@ async def main() -> None:
         spec = app.pool.spec("box0")
         host = await app.pool.host(spec)
 
-        def tool(p):  # noqa: ANN001, ANN202
+        def tool(p):
             return lambda: tail_logs(host, spec, redactor=app.redactor, path=str(p), max_bytes=65536)
 
         t_small = await median_s(tool(small), 50)

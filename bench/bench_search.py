@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_server.knowledge import all_sections  # noqa: E402
-from mcp_server.search import build_index, substring_scan  # noqa: E402
-from tests.test_search import SYMPTOMS  # noqa: E402
+from mcp_server.knowledge import all_sections
+from mcp_server.search import build_index, substring_scan
+from tests.test_search import SYMPTOMS
 
 
 def median_ms(fn, queries: list[str], rounds: int) -> float:  # type: ignore[no-untyped-def]

@@ -13,15 +13,16 @@ from typing import Any
 from mcp_server import __version__
 from mcp_server.errors import RgtError
 from mcp_server.server import build_server
-from mcp_server.settings import Settings
+from mcp_server.settings import LOG_LEVEL, Settings
 
 EPILOG = """\
 environment:
   RGT_HOME         state directory (ledger, pulls, pinned host keys); default: your state dir
   RGT_CONFIG       inventory TOML; default ~/.config/remote-gpu-trainer/hosts.toml
   RGT_SSH_CONFIG   OpenSSH client config to honour; default ~/.ssh/config ("none" to ignore)
-  RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_OUTPUT_CAP, RGT_LOG_LEVEL,
-  RGT_TEARDOWN_CONFIRM_S (how long teardown polls the platform for the meter to stop; default 20)
+  RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_LOG_LEVEL,
+  RGT_TEARDOWN_CONFIRM_S (how long teardown polls the platform for the meter to stop; default 20),
+  RGT_HTTP_TIMEOUT (seconds per request to a platform's API; default 15)
 
 examples:
   remote-gpu-trainer-mcp                      serve over stdio (what MCP clients run)
@@ -38,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=__version__)
-    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default=LOG_LEVEL, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = p.add_subparsers(dest="command")
 
     def serve_args(sp: argparse.ArgumentParser) -> None:

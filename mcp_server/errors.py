@@ -3,11 +3,14 @@
 Third-party exceptions (asyncssh, OSError, sqlite3) are mapped to these at exactly one
 boundary each (hosts/ssh.py, hosts/local.py, ledger.py); tools/_common.py maps these to
 the MCP ToolError. Anything else that escapes is a bug and stays visible.
+
+Each class has a stable UPPER_SNAKE `code`: clients branch on it (a tool error's text
+starts `[CODE] `, a fan-out outcome carries it), so a code is never renamed or reused.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 _COMMAND_CUT = 100
 _TAIL_LINES = 10
@@ -31,7 +34,7 @@ class RgtError(Exception):
     expected, and what to do next. The message is written for the model reading it.
     """
 
-    code = "error"
+    code: ClassVar[str] = "ERROR"
 
     def __init__(
         self,
@@ -77,82 +80,62 @@ class RgtError(Exception):
             parts.append(f"next: {self.next_step}")
         return "\n".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "message": self.message,
-            **{
-                k: v
-                for k, v in {
-                    "host": self.host,
-                    "path": self.path,
-                    "command": self.command,
-                    "observed": self.observed,
-                    "expected": self.expected,
-                    "exit_status": self.exit_status,
-                    "stderr": self.stderr,
-                    "next_step": self.next_step,
-                }.items()
-                if v is not None
-            },
-        }
-
 
 class InputError(RgtError):
     """A tool argument is wrong: say which, what it was, and what is accepted."""
 
-    code = "bad_input"
+    code = "BAD_INPUT"
 
 
 class ConfigError(RgtError):
     """The inventory, a profile or a setting is wrong."""
 
-    code = "bad_config"
+    code = "BAD_CONFIG"
 
 
 class NotFoundError(RgtError):
     """A named thing (host, run, file) does not exist."""
 
-    code = "not_found"
+    code = "NOT_FOUND"
 
 
 class TransportError(RgtError):
     """The connection failed. Proves nothing about what runs on the box."""
 
-    code = "transport"
+    code = "HOST_UNREACHABLE"
 
 
 class HostKeyError(TransportError):
     """The box's host key is unknown or has changed: refused, never waved through."""
 
-    code = "host_key"
+    code = "HOST_KEY_REFUSED"
 
 
 class AuthError(TransportError):
     """The box refused our credentials."""
 
-    code = "auth"
+    code = "AUTH_FAILED"
 
 
 class CommandTimeout(RgtError):
     """A remote or local command ran past its time limit and was killed."""
 
-    code = "timeout"
+    code = "COMMAND_TIMEOUT"
 
 
 class CommandFailed(RgtError):
     """A command the tool needed exited non-zero."""
 
-    code = "command_failed"
+    code = "COMMAND_FAILED"
 
 
 class LedgerError(RgtError):
     """The local ledger cannot be opened or written without risking its contents."""
 
-    code = "ledger"
+    code = "LEDGER_UNAVAILABLE"
 
 
 class GateRefused(RgtError):
     """A safety gate refused an action; every unmet gate is named."""
 
-    code = "gate_refused"
+    code = "GATE_REFUSED"

@@ -10,7 +10,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,6 +19,8 @@ from mcp_server.errors import ConfigError, NotFoundError
 _FRONT_MATTER = re.compile(r"\A\+\+\+\n(?P<toml>.*?)\n\+\+\+\n", re.S)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
+Kind = Literal["references", "profiles"]  # the two folders of the knowledge base
+KINDS: tuple[Kind, ...] = ("references", "profiles")
 FlexBool = bool | str  # several facts are "host-dependent" / "per-platform" rather than yes/no
 
 
@@ -28,7 +30,8 @@ class StorageTier(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     path: str = Field(description="mount or path prefix on the box; ~ means the login home")
-    survives_stop: bool | None = Field(default=None, description="survives the platform's park/stop action (None/absent: no such action)")
+    survives_stop: bool | None = Field(
+        default=None, description="survives the platform's park/stop action (None/absent: no such action)")
     survives_destroy: bool = Field(description="survives destroy/terminate/release")
     cap: str | None = None
     notes: str | None = None
@@ -43,7 +46,8 @@ class MeterAction(BaseModel):
     park: bool = Field(description="non-destructive: disk kept and the box can be started again")
     irreversible: bool
     stops_gpu_meter: bool
-    keeps_billing: list[str] = Field(default_factory=list, description="what still bills afterwards, with rates when known")
+    keeps_billing: list[str] = Field(default_factory=list,
+                                     description="what still bills afterwards, with rates when known")
     loses: list[str] = Field(default_factory=list, description="what is destroyed")
     survives: list[str] = Field(default_factory=list)
     executor: Literal["none", "manual", "in-box", "runpod", "vastai", "lambda", "paperspace"]
@@ -95,12 +99,14 @@ class Profile(_PlatformFacts):
     scratch_root: str = Field(description="fast per-instance scratch")
     python: str | None = Field(default=None, description="the interpreter jobs use, when the platform fixes it")
     env_contract: Literal["project-env", "base-is-env", "image-is-env"]
-    proxy_hook: str | None = Field(default=None, description="shell snippet every job runs first (trusted profile data)")
+    proxy_hook: str | None = Field(default=None,
+                                   description="shell snippet every job runs first (trusted profile data)")
     tiers: list[StorageTier]
     meter_actions: list[MeterAction] = Field(default_factory=list)
     api: PlatformApi | None = None
     ssh_user: str | None = Field(default=None, description="login user the platform gives you (root, ubuntu, ...)")
-    relaunch_hook: str | None = Field(default=None, description="on-box script the platform re-runs on every container start")
+    relaunch_hook: str | None = Field(default=None,
+                                      description="on-box script the platform re-runs on every container start")
     facts_verified: str | None = Field(default=None, pattern=r"^20\d\d-(0[1-9]|1[0-2])$",
                                        description="month the billing/teardown facts were last checked (YYYY-MM)")
     variants: list[ProfileVariant] = Field(default_factory=list)
@@ -151,10 +157,10 @@ def _anchor(heading: str) -> tuple[str, str, str | None]:
 
 
 @dataclass(frozen=True)
-class Section:
+class KnowledgeSection:
     """One heading of a page and the text under it (its subsections included)."""
 
-    kind: Literal["references", "profiles"]
+    kind: Kind
     path: str
     anchor: str
     heading: str
@@ -169,7 +175,7 @@ class Section:
         return f"{self.kind}://{self.path}#{self.anchor}"
 
 
-def _split_sections(kind: Literal["references", "profiles"], path: str, body: str) -> tuple[Section, ...]:
+def _split_sections(kind: Kind, path: str, body: str) -> tuple[KnowledgeSection, ...]:
     lines = body.splitlines()
     heads: list[tuple[int, int, str]] = []  # (line index, level, raw heading)
     fenced = False
@@ -180,7 +186,7 @@ def _split_sections(kind: Literal["references", "profiles"], path: str, body: st
         m = None if fenced else _HEADING.match(line)
         if m:
             heads.append((i, len(m.group(1)), m.group(2)))
-    out: list[Section] = []
+    out: list[KnowledgeSection] = []
     seen: dict[str, int] = {}
     stack: list[tuple[int, str]] = []
     for n, (i, level, raw) in enumerate(heads):
@@ -194,7 +200,7 @@ def _split_sections(kind: Literal["references", "profiles"], path: str, body: st
         own_end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
         while stack and stack[-1][0] >= level:
             stack.pop()
-        out.append(Section(kind=kind, path=path, anchor=anchor, heading=shown, level=level, stable_id=sid,
+        out.append(KnowledgeSection(kind=kind, path=path, anchor=anchor, heading=shown, level=level, stable_id=sid,
                            text="\n".join(lines[i:end]).strip() + "\n",
                            own_text="\n".join(lines[i + 1:own_end]).strip(),
                            trail=tuple(h for _, h in stack)))
@@ -220,10 +226,10 @@ def first_paragraph(text: str, limit: int = 240) -> str:
 
 
 @dataclass(frozen=True)
-class Doc:
+class KnowledgePage:
     """One markdown page of the knowledge base."""
 
-    kind: Literal["references", "profiles"]
+    kind: Kind
     path: str  # posix, relative to its folder, without the .md suffix
     text: str
 
@@ -244,7 +250,7 @@ class Doc:
         return f"{self.kind}://{self.path}"
 
     @functools.cached_property
-    def sections(self) -> tuple[Section, ...]:
+    def sections(self) -> tuple[KnowledgeSection, ...]:
         return _split_sections(self.kind, self.path, self.body)
 
     @property
@@ -253,7 +259,7 @@ class Doc:
         intro = self.sections[0].own_text if self.sections else self.body
         return first_paragraph(intro) or self.title
 
-    def section(self, anchor: str) -> Section:
+    def section(self, anchor: str) -> KnowledgeSection:
         """The section with this anchor, or NotFoundError listing the page's anchors."""
         for s in self.sections:
             if s.anchor == anchor:
@@ -271,23 +277,23 @@ def knowledge_root() -> Path:
 
 
 @functools.cache
-def docs(kind: Literal["references", "profiles"]) -> tuple[Doc, ...]:
+def docs(kind: Kind) -> tuple[KnowledgePage, ...]:
     folder = knowledge_root() / kind
     found = []
     for f in sorted(folder.rglob("*.md")):
         rel = f.relative_to(folder).with_suffix("").as_posix()
-        found.append(Doc(kind=kind, path=rel, text=f.read_text(encoding="utf-8")))
+        found.append(KnowledgePage(kind=kind, path=rel, text=f.read_text(encoding="utf-8")))
     return tuple(found)
 
 
-def doc(kind: Literal["references", "profiles"], path: str) -> Doc:
+def doc(kind: Kind, path: str) -> KnowledgePage:
     for d in docs(kind):
         if d.path == path:
             return d
     raise NotFoundError(f"no {kind} page {path!r}", expected=[d.path for d in docs(kind)])
 
 
-def parse_front_matter(text: str, source: str) -> dict:
+def parse_front_matter(text: str, source: str) -> dict[str, Any]:
     m = _FRONT_MATTER.match(text)
     if not m:
         raise ConfigError("profile has no +++ TOML front matter at its top", path=source)
@@ -334,15 +340,16 @@ def reference_uri(path: str, anchor: str | None = None) -> str:
 _URI = re.compile(r"^(references|profiles)://([^#]+?)(?:#(.+))?$")
 
 
-def resolve(uri: str) -> tuple[Doc, Section | None]:
+def resolve(uri: str) -> tuple[KnowledgePage, KnowledgeSection | None]:
     """The page (and section, when the URI has an #anchor) a references:// or profiles:// URI names."""
     m = _URI.match(uri.strip())
     if not m:
         raise NotFoundError(f"not a knowledge URI: {uri!r}", expected="references://<path>[#anchor] or profiles://<platform>[#anchor]")
-    page = doc(m.group(1), m.group(2))  # type: ignore[arg-type]
+    kind: Kind = "references" if m.group(1) == "references" else "profiles"
+    page = doc(kind, m.group(2))
     return page, page.section(m.group(3)) if m.group(3) else None
 
 
-def all_sections() -> list[Section]:
+def all_sections() -> list[KnowledgeSection]:
     """Every section of every reference and profile page, in page order."""
-    return [s for kind in ("references", "profiles") for d in docs(kind) for s in d.sections]  # type: ignore[arg-type]
+    return [s for kind in KINDS for d in docs(kind) for s in d.sections]

@@ -56,6 +56,18 @@ class Event:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class TokenRecord:
+    """A teardown token as issued: bound to one host, one action and one plan's hash."""
+
+    token: str
+    host: str
+    action: str
+    plan_hash: str
+    created: float
+    consumed: float | None
+
+
 class Ledger:
     """Open with Ledger.open(path); safe to share within one process."""
 
@@ -137,7 +149,8 @@ class Ledger:
         since: float | None = None, limit: int = 1000,
     ) -> list[Event]:
         """Matching events, newest first."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         for col, val in (("kind", kind), ("host", host), ("run_id", run_id)):
             if val is not None:
                 where.append(f"{col} = ?")
@@ -152,7 +165,18 @@ class Ledger:
         args.append(limit)
         with self._lock:
             rows = self._conn.execute(sql, args).fetchall()
-        return [Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
+        return [Event(r[0], r[1], r[2], r[3], r[4], r[5], self._data(r[0], r[6])) for r in rows]
+
+    def _data(self, event_id: int, raw: str) -> dict[str, Any]:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise LedgerError(f"ledger event #{event_id} holds unreadable data (not a JSON object); the ledger was "
+                              "not modified", path=str(self.path),
+                              next_step="move the file aside (keep it: it is the record teardown relies on) and retry")
+        return data
 
     def latest(self, kind: str, *, host: str | None = None, run_id: str | None = None) -> Event | None:
         found = self.events(kind, host=host, run_id=run_id, limit=1)
@@ -169,7 +193,7 @@ class Ledger:
             (token, host, action, plan_hash, time.time()),
         )
 
-    def token(self, token: str) -> dict[str, Any] | None:
+    def token(self, token: str) -> TokenRecord | None:
         with self._lock:
             row = self._conn.execute(
                 "SELECT token, host, action, plan_hash, created, consumed FROM tokens WHERE token = ?",
@@ -177,7 +201,7 @@ class Ledger:
             ).fetchone()
         if row is None:
             return None
-        return dict(zip(("token", "host", "action", "plan_hash", "created", "consumed"), row, strict=True))
+        return TokenRecord(*row)
 
     def consume_token(self, token: str) -> bool:
         """Mark a token used. True for exactly one caller, however many race for it."""

@@ -28,11 +28,6 @@ class Redactor:
             return text
         return self._pattern.sub(MASK, text)
 
-    def scrub_bytes(self, data: bytes) -> bytes:
-        if self._pattern is None:
-            return data
-        return self.scrub(data.decode("utf-8", errors="replace")).encode()
-
     def scrub_obj(self, obj: Any) -> Any:
         """Scrub every string inside a JSON-like structure."""
         if self._pattern is None:

@@ -18,7 +18,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 from pydantic import BaseModel, Field
 
-from mcp_server.knowledge import Section, all_sections, docs
+from mcp_server.knowledge import KINDS, KnowledgeSection, all_sections, docs
 
 log = logging.getLogger(__name__)
 # bm25s logs every index build at DEBUG through its own handler; keep stderr for our messages.
@@ -52,7 +52,7 @@ SYNONYMS: dict[str, str] = {
 }
 
 
-class Hit(BaseModel):
+class SearchHit(BaseModel):
     """One ranked section."""
 
     kind: str = Field(description="references or profiles")
@@ -116,7 +116,7 @@ def excerpt(text: str, terms: set[str], limit: int = _EXCERPT_CHARS) -> str:
 class SearchIndex:
     """BM25 over sections; built once, queried many times."""
 
-    def __init__(self, sections: Sequence[Section], page_titles: dict[str, str]) -> None:
+    def __init__(self, sections: Sequence[KnowledgeSection], page_titles: dict[str, str]) -> None:
         self.sections = [s for s in sections if s.own_text.strip() or s.level > 1]
         self.page_titles = page_titles
         corpus = [self._document(s) for s in self.sections]
@@ -124,7 +124,7 @@ class SearchIndex:
         self.retriever.index(corpus, show_progress=False)
         log.debug("search index: %d sections, %d terms", len(self.sections), len(self.retriever.vocab_dict))
 
-    def _document(self, s: Section) -> list[str]:
+    def _document(self, s: KnowledgeSection) -> list[str]:
         title = self.page_titles.get(f"{s.kind}://{s.path}", s.path)
         heading = tokenize(s.heading) * _HEADING_WEIGHT
         if s.stable_id:
@@ -132,7 +132,7 @@ class SearchIndex:
         context = tokenize(" ".join([title, *s.trail, s.path.replace("/", " ").replace("-", " ")]))
         return heading + context + tokenize(s.own_text) or [""]
 
-    def search(self, query: str, limit: int = 5, kinds: Iterable[str] = ("references", "profiles")) -> list[Hit]:
+    def search(self, query: str, limit: int = 5, kinds: Iterable[str] = KINDS) -> list[SearchHit]:
         """The `limit` best sections for a free-text query, best first (empty when nothing matches)."""
         terms = expand(query)
         ids = self.retriever.get_tokens_ids(terms)
@@ -141,7 +141,7 @@ class SearchIndex:
         scores = self.retriever.get_scores_from_ids(ids)
         wanted = set(kinds)
         order = np.argsort(-scores, kind="stable")
-        hits: list[Hit] = []
+        hits: list[SearchHit] = []
         for i in order:
             if scores[i] <= 0 or len(hits) >= min(limit, MAX_LIMIT):
                 break
@@ -150,15 +150,15 @@ class SearchIndex:
                 hits.append(self._hit(s, float(scores[i]), set(terms)))
         return hits
 
-    def _hit(self, s: Section, score: float, terms: set[str]) -> Hit:
+    def _hit(self, s: KnowledgeSection, score: float, terms: set[str]) -> SearchHit:
         page = f"{s.kind}://{s.path}"
         top = s.level == 1
-        return Hit(kind=s.kind, path=s.path, page_title=self.page_titles.get(page, s.path), heading=s.heading,
+        return SearchHit(kind=s.kind, path=s.path, page_title=self.page_titles.get(page, s.path), heading=s.heading,
                    anchor=None if top else s.anchor, excerpt=excerpt(s.own_text or s.heading, terms),
                    uri=page if top else s.uri, score=round(score, 3))
 
 
-def substring_scan(sections: Sequence[Section], query: str, limit: int = 5) -> list[Section]:
+def substring_scan(sections: Sequence[KnowledgeSection], query: str, limit: int = 5) -> list[KnowledgeSection]:
     """Baseline for the benchmark: sections ranked by how many query words occur as substrings."""
     words = [w for w in query.lower().split() if w not in _STOP]
     counted = [(sum(w in s.own_text.lower() for w in words), n) for n, s in enumerate(sections)]
@@ -168,7 +168,7 @@ def substring_scan(sections: Sequence[Section], query: str, limit: int = 5) -> l
 
 def build_index() -> SearchIndex:
     """A fresh index over every reference and profile section."""
-    titles = {d.uri: d.title for kind in ("references", "profiles") for d in docs(kind)}  # type: ignore[arg-type]
+    titles = {d.uri: d.title for kind in KINDS for d in docs(kind)}
     return SearchIndex(all_sections(), titles)
 
 

@@ -40,7 +40,7 @@ def build_server(settings: Settings | None = None) -> MCPServer[App]:
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        log_level=settings.log_level,  # type: ignore[arg-type]
+        log_level=settings.log_level,
     )
     register_all(server)
     return server

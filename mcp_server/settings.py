@@ -1,9 +1,11 @@
-"""Settings from the environment. One place reads RGT_* variables."""
+"""Settings from the environment. One place reads RGT_* variables, and the one place every
+tunable's default is declared: modules that need a default import the constant from here."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal, get_args
 
 import platformdirs
 from pydantic import BaseModel, Field
@@ -11,6 +13,16 @@ from pydantic import BaseModel, Field
 from mcp_server.errors import ConfigError
 
 APP = "remote-gpu-trainer"
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+CONNECT_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_S = 30.0
+MAX_CHANNELS = 8  # sshd's MaxSessions is 10: leave room for the user's own sessions
+OUTPUT_CAP_BYTES = 16 * 1024  # default window of paged text (tail_logs max_bytes)
+LOG_LEVEL: LogLevel = "WARNING"
+TEARDOWN_CONFIRM_S = 20.0
+HTTP_TIMEOUT_S = 15.0
 
 
 def _float_env(env: dict[str, str], name: str, default: float, lo: float, hi: float) -> float:
@@ -26,9 +38,12 @@ def _float_env(env: dict[str, str], name: str, default: float, lo: float, hi: fl
     return value
 
 
-def _log_level(raw: str) -> str:
-    level = raw.upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+_LOG_LEVELS: dict[str, LogLevel] = {level: level for level in get_args(LogLevel)}
+
+
+def _log_level(raw: str) -> LogLevel:
+    level = _LOG_LEVELS.get(raw.upper())
+    if level is None:
         raise ConfigError("RGT_LOG_LEVEL is not a log level", observed=raw, expected="DEBUG|INFO|WARNING|ERROR")
     return level
 
@@ -39,12 +54,12 @@ class Settings(BaseModel):
     home: Path = Field(description="state directory: ledger, pulls, pinned host keys")
     config_path: Path = Field(description="inventory TOML file (may not exist)")
     ssh_config: Path | None = Field(description="OpenSSH client config to honour")
-    connect_timeout_s: float = 10.0
-    command_timeout_s: float = 30.0
-    max_channels: int = 8
-    output_cap_bytes: int = 16 * 1024
-    log_level: str = "WARNING"
-    teardown_confirm_s: float = 20.0
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    command_timeout_s: float = COMMAND_TIMEOUT_S
+    max_channels: int = MAX_CHANNELS
+    log_level: LogLevel = LOG_LEVEL
+    teardown_confirm_s: float = TEARDOWN_CONFIRM_S
+    http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
 
     @property
     def ledger_path(self) -> Path:
@@ -75,10 +90,10 @@ class Settings(BaseModel):
             home=home,
             config_path=config,
             ssh_config=ssh_config,
-            connect_timeout_s=_float_env(env, "RGT_CONNECT_TIMEOUT", 10.0, 1, 120),
-            command_timeout_s=_float_env(env, "RGT_COMMAND_TIMEOUT", 30.0, 1, 600),
-            max_channels=int(_float_env(env, "RGT_MAX_CHANNELS", 8, 1, 9)),
-            output_cap_bytes=int(_float_env(env, "RGT_OUTPUT_CAP", 16 * 1024, 1024, 1 << 20)),
-            log_level=_log_level(env.get("RGT_LOG_LEVEL", "WARNING")),
-            teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", 20.0, 1, 30),
+            connect_timeout_s=_float_env(env, "RGT_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S, 1, 120),
+            command_timeout_s=_float_env(env, "RGT_COMMAND_TIMEOUT", COMMAND_TIMEOUT_S, 1, 600),
+            max_channels=int(_float_env(env, "RGT_MAX_CHANNELS", MAX_CHANNELS, 1, 9)),
+            log_level=_log_level(env.get("RGT_LOG_LEVEL", LOG_LEVEL)),
+            teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", TEARDOWN_CONFIRM_S, 1, 30),
+            http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
         )

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mcp_server.hosts.destination import Destination
+from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.local import LocalHost
-from mcp_server.hosts.ssh import Destination, SshHost
+from mcp_server.hosts.ssh import SshHost
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.support import fakegpu
@@ -49,6 +51,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.setenv("RGT_CONFIG", str(e.config))
     monkeypatch.setenv("RGT_SSH_CONFIG", str(e.ssh_config))
     monkeypatch.setenv("RGT_CONNECT_TIMEOUT", "5")
+    monkeypatch.setenv("RGT_HTTP_TIMEOUT", "5")
     return e
 
 
@@ -83,11 +86,11 @@ def gpu(box: Sshd) -> Iterator[Callable[[str], fakegpu.Scenario]]:
     fakegpu.uninstall(box.fakebin)
 
 
-def make_ssh_host(env: Env, name: str = "testbox", policy: str = "strict") -> SshHost:
+def make_ssh_host(env: Env, name: str = "testbox", policy: HostKeyPolicy = "strict") -> SshHost:
     s = Settings.from_env()
     return SshHost(name, Destination.parse(name), known_hosts_path=s.known_hosts_path,
-                   ssh_config=s.ssh_config, host_key_policy=policy,  # type: ignore[arg-type]
-                   connect_timeout_s=5, command_timeout_s=30)
+                   ssh_config=s.ssh_config, host_key_policy=policy,
+                   connect_timeout_s=s.connect_timeout_s, command_timeout_s=s.command_timeout_s)
 
 
 @pytest.fixture(params=["local", "ssh"])
@@ -121,8 +124,9 @@ def client() -> Caller:
 
 def structured(result: Any) -> dict[str, Any]:
     assert not result.is_error, [getattr(c, "text", c) for c in result.content]
-    assert result.structured_content is not None
-    return result.structured_content  # type: ignore[no-any-return]
+    payload: dict[str, Any] | None = result.structured_content
+    assert payload is not None
+    return payload
 
 
 def error_text(result: Any) -> str:

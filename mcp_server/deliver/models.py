@@ -55,7 +55,7 @@ class Candidate(BaseModel):
     value: float
 
 
-class Finding(BaseModel):
+class ReconcileFinding(BaseModel):
     """One judged number, or one claim-, run- or figure-level problem."""
 
     category: Category
@@ -71,7 +71,8 @@ class Finding(BaseModel):
     exp_id: str | None = None
     metric: str | None = None
     split: str | None = None
-    source: Literal["generated", "typed"] | None = Field(default=None, description="generated from evidence (macro, @generated file) or typed by hand")
+    source: Literal["generated", "typed"] | None = Field(
+        default=None, description="generated from evidence (macro, @generated file) or typed by hand")
     candidates: list[Candidate] = Field(default_factory=list, description="rows it could belong to (ambiguous / stale)")
     context: str | None = Field(default=None, description="the line around it, trimmed")
     json_path: str | None = Field(default=None, description="place in EVIDENCE.json / results.json / sidecar")
@@ -82,7 +83,7 @@ class Finding(BaseModel):
 @dataclass(slots=True)
 class Found:
     """A finding while the report is built (cheap: tens of thousands per large corpus);
-    only the page that is returned becomes a validated `Finding`."""
+    only the page that is returned becomes a validated `ReconcileFinding`."""
 
     category: str
     severity: str
@@ -104,8 +105,8 @@ class Found:
     json_path: str | None = None
     note: str | None = None
 
-    def model(self) -> Finding:
-        return Finding.model_validate({k: getattr(self, k) for k in self.__slots__})
+    def model(self) -> ReconcileFinding:
+        return ReconcileFinding.model_validate({k: getattr(self, k) for k in self.__slots__})
 
 
 def make(category: Category, **fields: Any) -> Found:
@@ -143,13 +144,17 @@ class NumberRecord(BaseModel):
     occurrences: list[Occurrence] = Field(default_factory=list, description="first few places it is printed")
     occurrence_count: int = 0
     macro: str | None = Field(default=None, description="LaTeX macro `render` generates for this value")
-    disclosures: list[str] = Field(default_factory=list, description="caveats that must travel with this number, each once")
+    disclosures: list[str] = Field(default_factory=list,
+                                   description="caveats that must travel with this number, each once")
+
+
+InputKind = Literal["evidence", "results", "provenance", "document", "figure", "render", "runs"]
 
 
 class InputProblem(BaseModel):
     """One input that could not be used; the rest of the report is still produced."""
 
-    input: Literal["evidence", "results", "provenance", "document", "figure", "render", "runs"]
+    input: InputKind
     path: str | None = None
     code: str
     message: str
@@ -191,7 +196,7 @@ class ReconcileReport(BaseModel):
     clean: bool
     summary: Summary
     problems: list[InputProblem] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[ReconcileFinding] = Field(default_factory=list)
     numbers: list[NumberRecord] = Field(default_factory=list)
     figures: list[FigureStatus] = Field(default_factory=list)
     rendered: list[RenderedFile] = Field(default_factory=list)

@@ -18,24 +18,34 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mcp_server.errors import RgtError
-from mcp_server.hosts.base import Host
-from mcp_server.ledger import Ledger
-from mcp_server.deliver.evidence.layer import Evidence, build, derived_disclosures
-from mcp_server.deliver.evidence.figures import check_figures
-from mcp_server.deliver.matching.gate import Blocks, claim_findings, disclosure_findings, records
-from mcp_server.deliver.matching.judge import Judge
 from mcp_server.deliver.documents.macros import MacroDef, definitions, uses
-from mcp_server.deliver.matching.match import build_indexes, doc_mentions
-from mcp_server.deliver.models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
-from mcp_server.deliver.render.tables import macro_names, render
-from mcp_server.deliver.render.report import DEFAULT_LIMIT, assemble
+from mcp_server.deliver.documents.tables import find_tables
+from mcp_server.deliver.documents.text import Document
+from mcp_server.deliver.evidence.figures import check_figures
+from mcp_server.deliver.evidence.layer import Evidence, build, derived_disclosures
 from mcp_server.deliver.evidence.results import attach
 from mcp_server.deliver.evidence.runs import check_runs
+from mcp_server.deliver.evidence.sources import (
+    MAX_DOC_BYTES,
+    Problems,
+    absolute,
+    expand,
+    gather_bounded,
+    join_path,
+    read_file,
+    read_json,
+    sha256_bytes,
+)
+from mcp_server.deliver.matching.gate import Blocks, claim_findings, disclosure_findings, records
+from mcp_server.deliver.matching.judge import Judge
+from mcp_server.deliver.matching.match import build_indexes, doc_mentions
+from mcp_server.deliver.models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
+from mcp_server.deliver.render.report import DEFAULT_LIMIT, assemble
+from mcp_server.deliver.render.tables import macro_names, render
+from mcp_server.errors import RgtError
+from mcp_server.hosts.base import Host
 from mcp_server.hosts.files import realpaths, write_file
-from mcp_server.deliver.evidence.sources import MAX_DOC_BYTES, Problems, absolute, expand, gather_bounded, join_path, read_file, read_json, sha256_bytes
-from mcp_server.deliver.documents.tables import find_tables
-from mcp_server.deliver.documents.text import Doc
+from mcp_server.ledger import Ledger
 
 log = logging.getLogger(__name__)
 Mode = Literal["precision", "strict"]
@@ -90,7 +100,8 @@ async def reconcile(
     report = assemble(
         findings, scan.numbers, problems.items, fig_status, rendered, documents=len(docs), numbers_seen=scan.seen,
         mentions=scan.mentions, claims=len(ev.claims) if ev else 0, rows=len(ev.rows) if ev else 0,
-        evidence=ev_path, view=view, offset=offset, limit=limit, uncounted_matches=0 if include_matches else scan.matches)
+        evidence=ev_path, view=view, offset=offset, limit=limit,
+        uncounted_matches=0 if include_matches else scan.matches)
     if ledger is not None:
         _record(ledger, host, report, mode)
     return report
@@ -103,7 +114,7 @@ def reconcile_texts(evidence: object, documents: dict[str, bytes | str], *, mode
     results.json, runs or figures are read (the EVIDENCE copies are the values)."""
     problems = Problems()
     ev = build(evidence, "EVIDENCE.json", "", problems)
-    docs = [Doc.from_bytes(name, text.encode("utf-8") if isinstance(text, str) else text)
+    docs = [Document.from_bytes(name, text.encode("utf-8") if isinstance(text, str) else text)
             for name, text in documents.items()]
     scan = Scan()
     if ev is not None:
@@ -135,7 +146,7 @@ async def _load(host: Host, path: str, root: str, problems: Problems) -> Evidenc
     return build(loaded[0], path, root, problems)
 
 
-async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Doc | None:
+async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Document | None:
     shown = posixpath.relpath(path, root) if path.startswith(root + "/") else path
     try:
         data = await read_file(host, path, MAX_DOC_BYTES)
@@ -146,7 +157,7 @@ async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Doc
         problems.add("document", shown, "binary", "binary file (NUL bytes), not a text document",
                      expected="Markdown, LaTeX, plain text or CSV", next_step="drop it from documents")
         return None
-    return Doc.from_bytes(shown, data)
+    return Document.from_bytes(shown, data)
 
 
 _gc_lock = threading.Lock()
@@ -174,13 +185,13 @@ def _fewer_collections() -> Iterator[None]:
                 gc.set_threshold(*_gc_saved)
 
 
-def _scan(ev: Evidence, docs: list[Doc], strict: bool) -> Scan:
+def _scan(ev: Evidence, docs: list[Document], strict: bool) -> Scan:
     """CPU part: extract, attribute, judge; then the claim-level checks and records."""
     with _fewer_collections():
         return _scan_all(ev, docs, strict)
 
 
-def _scan_all(ev: Evidence, docs: list[Doc], strict: bool) -> Scan:
+def _scan_all(ev: Evidence, docs: list[Document], strict: bool) -> Scan:
     out = Scan()
     bound = macro_names(ev)
     defs = {d.path: definitions(d) for d in docs}
@@ -205,7 +216,8 @@ def _scan_all(ev: Evidence, docs: list[Doc], strict: bool) -> Scan:
     return out
 
 
-async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None, problems: Problems) -> list[RenderedFile]:
+async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None,
+                  problems: Problems) -> list[RenderedFile]:
     out: list[RenderedFile] = []
     for r in render(ev):
         data = r.text.encode("utf-8")

@@ -71,10 +71,16 @@ class FileStat:
 
 @runtime_checkable
 class Host(Protocol):
-    """A box commands run on. Shell strings come only from hosts/commands.py."""
+    """A box commands run on. What runs there is shell: on-box scripts live in
+    `mcp_server/scripts/*.sh` (loaded by `mcp_server.scripts`, user values passed as quoted
+    arguments); `hosts/commands.py` holds the quoting helpers and the one-line wrapper."""
 
     name: str
-    kind: HostKind
+
+    @property
+    def kind(self) -> HostKind:
+        """Where the box is: this machine or over SSH."""
+        ...
 
     async def run(
         self,

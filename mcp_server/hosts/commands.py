@@ -1,10 +1,10 @@
-"""The one place shell strings are formed. Every user-supplied word is validated, then
-quoted with shlex.quote; nothing else in the project builds a shell string by hand."""
+"""Shell words for a box: every user-supplied word is validated, then quoted with
+shlex.quote, and the one-line wrapper every remote command runs in. The scripts themselves
+live in `mcp_server/scripts/*.sh` and take these words as their arguments."""
 
 from __future__ import annotations
 
 import re
-import secrets
 import shlex
 from collections.abc import Iterable
 
@@ -59,7 +59,7 @@ def check_path(path: str, what: str = "path") -> str:
             observed=path,
             expected="an absolute path or ~/...",
         )
-    if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+    if not (path == "~" or path.startswith(("/", "~/"))):
         raise InputError(
             f"{what} must be absolute or start with ~/",
             observed=path,
@@ -98,13 +98,3 @@ def remote_wrapper(script: str) -> str:
 
 def kill_group(pgid: int, signal: str = "TERM") -> str:
     return f"kill -{signal} -- -{int(pgid)} 2>/dev/null; true"
-
-
-def heredoc(path_word: str, content: str) -> str:
-    """Shell that writes `content` to a file literally (quoted heredoc, random delimiter)."""
-    while True:
-        tag = "RGT_EOF_" + secrets.token_hex(8)
-        if tag not in content:
-            break
-    body = content if content.endswith("\n") else content + "\n"
-    return f"cat > {path_word} <<'{tag}'\n{body}{tag}\n"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mcp_server.errors import InputError, NotFoundError
-from mcp_server.hosts.base import Host
 import posixpath
 
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import join, path_word, quote
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -59,7 +59,7 @@ async def realpaths(host: Host, paths: list[str]) -> dict[str, str]:
 
 async def digests(host: Host, paths: list[str], timeout: float = 25.0) -> dict[str, str | None]:
     """sha256 of each absolute path, hashed on the box; None for a file that is absent."""
-    out: dict[str, str | None] = {p: None for p in paths}
+    out: dict[str, str | None] = dict.fromkeys(paths)
     todo = sorted(set(paths))
     for i in range(0, len(todo), BATCH):
         chunk = todo[i:i + BATCH]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mcp_server.errors import ConfigError
 from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.known_hosts import HostKeyPolicy
 
 _SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
 
@@ -26,7 +26,7 @@ class InventoryEntry(BaseModel):
     scratch_root: str | None = None
     hourly_price: float | None = Field(default=None, ge=0)
     currency: str = "USD"
-    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    host_key_policy: HostKeyPolicy = "strict"
     instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     python: str | None = None

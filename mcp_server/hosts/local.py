@@ -3,46 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import stat as stat_mod
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Final
 
 from mcp_server.errors import CommandTimeout, NotFoundError, TransportError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
 from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.streams import read_capped
+from mcp_server.settings import COMMAND_TIMEOUT_S
 
 _KILL_GRACE_S = 2.0
 
 
-async def read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
-    """Read a stream to EOF keeping at most `cap` bytes (the rest is drained)."""
-    kept = bytearray()
-    truncated = False
-    while chunk := await stream.read(65536):
-        room = cap - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-        if len(chunk) > room:
-            truncated = True
-    return bytes(kept), truncated
-
-
 def _kill_group(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class LocalHost:
     """Runs commands here. `~` means this user's home."""
 
-    kind = "local"
+    kind: Final = "local"
 
-    def __init__(self, name: str = "local", command_timeout_s: float = 30.0) -> None:
+    def __init__(self, name: str = "local", command_timeout_s: float = COMMAND_TIMEOUT_S) -> None:
         self.name = name
         self.command_timeout_s = command_timeout_s
 

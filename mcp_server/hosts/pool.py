@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
 
 from mcp_server.errors import ConfigError, InputError
+from mcp_server.hosts.base import Host, HostKind
+from mcp_server.hosts.destination import Destination
+from mcp_server.hosts.inventory import Inventory, InventoryEntry
+from mcp_server.hosts.known_hosts import HostKeyPolicy
+from mcp_server.hosts.local import LocalHost
+from mcp_server.hosts.ssh import SshHost
 from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
-from mcp_server.hosts.base import Host
-from mcp_server.hosts.inventory import Inventory, InventoryEntry
-from mcp_server.hosts.local import LocalHost
-from mcp_server.hosts.ssh import Destination, SshHost
 
 LOCAL = "local"
 
@@ -23,14 +24,14 @@ class HostSpec:
 
     name: str
     destination: str
-    kind: Literal["local", "ssh"]
+    kind: HostKind
     profile: Profile
     durable_root: str
     scratch_root: str
     python: str | None
     hourly_price: float | None
     currency: str
-    host_key_policy: Literal["strict", "accept-new"]
+    host_key_policy: HostKeyPolicy
     instance_id: str | None
     api_key_env: str | None
     in_inventory: bool
@@ -38,7 +39,7 @@ class HostSpec:
 
 
 def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
-    kind: Literal["local", "ssh"] = "local" if entry.destination == LOCAL else "ssh"
+    kind: HostKind = "local" if entry.destination == LOCAL else "ssh"
     prof = profile(entry.profile or (LOCAL if kind == "local" else "generic-ssh"))
     return HostSpec(
         name=name,
@@ -67,7 +68,7 @@ class HostPool:
         self._hosts: dict[str, Host] = {}
         self._lock = asyncio.Lock()
 
-    def spec(self, name: str, host_key_policy: Literal["strict", "accept-new"] | None = None) -> HostSpec:
+    def spec(self, name: str, host_key_policy: HostKeyPolicy | None = None) -> HostSpec:
         if not isinstance(name, str) or not name:
             raise InputError("host is empty", expected='"local", an inventory name or user@host[:port]')
         entry = self.inventory.hosts.get(name)
@@ -79,7 +80,7 @@ class HostPool:
             Destination.parse(name)  # validates; raises InputError with the accepted forms
             spec = _spec(name, InventoryEntry(destination=name), in_inventory=False)
         if host_key_policy is not None and host_key_policy != spec.host_key_policy:
-            spec = HostSpec(**{**spec.__dict__, "host_key_policy": host_key_policy})
+            spec = replace(spec, host_key_policy=host_key_policy)
         return spec
 
     async def host(self, spec: HostSpec) -> Host:

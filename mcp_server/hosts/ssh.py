@@ -5,7 +5,8 @@ once (sshd's MaxSessions is 10). ~/.ssh/config (Host aliases, HostName, Port, Us
 IdentityFile, ProxyJump) and ssh-agent are honoured. Host keys are checked strictly
 against known_hosts; `accept-new` pins a first-seen key in the server's own file; a
 changed key is always refused with both fingerprints. asyncssh and socket errors are
-mapped to ours in `_mapped_errors`, nowhere else.
+mapped to ours in `_mapped_errors`, nowhere else. The rules that need no asyncssh live
+beside it: destination.py, ssh_config.py (what the config means), known_hosts.py (policy).
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import contextlib
 import getpass
 import logging
 import os
-import re
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final
 
 import asyncssh
 from asyncssh.config import SSHClientConfig
@@ -30,23 +30,29 @@ from mcp_server.errors import (
     CommandTimeout,
     ConfigError,
     HostKeyError,
-    InputError,
     NotFoundError,
     RgtError,
     TransportError,
 )
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import PID_MARKER, kill_group, path_word, remote_wrapper
-from mcp_server.hosts.local import read_capped
+from mcp_server.hosts.commands import kill_group, path_word, remote_wrapper
+from mcp_server.hosts.destination import Destination
+from mcp_server.hosts.known_hosts import (
+    HostKeyPolicy,
+    changed_key_error,
+    known_hosts_label,
+    known_hosts_text,
+    pin_key,
+    unknown_key_error,
+)
+from mcp_server.hosts.ssh_config import ResolvedDestination, resolve_options
+from mcp_server.hosts.streams import read_capped, read_stderr_and_pgid
+from mcp_server.settings import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, MAX_CHANNELS
 
 log = logging.getLogger(__name__)
 
-HostKeyPolicy = Literal["strict", "accept-new"]
-_DEST_RE = re.compile(
-    r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]{0,63})@)?"
-    r"(?P<host>[A-Za-z0-9_][A-Za-z0-9._-]{0,252}|\[[0-9A-Fa-f:.]+\])"
-    r"(?::(?P<port>[0-9]{1,5}))?$"
-)
+_Connection = asyncssh.SSHClientConnection
+_Process = asyncssh.SSHClientProcess[bytes]
 _CONNECT_RETRIES = (0.2, 0.6, 1.5)
 # AES-GCM first: with AES-NI it moves bulk data about 1.7x faster than chacha20 in asyncssh.
 _CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
@@ -54,49 +60,8 @@ _CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly13
 _KILL_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True)
-class Destination:
-    """An ssh destination as the user wrote it: an alias or [user@]host[:port]."""
-
-    host: str
-    user: str | None = None
-    port: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Destination:
-        m = _DEST_RE.match(text or "")
-        if not m or text.startswith("-"):
-            raise InputError(
-                "not an ssh destination",
-                observed=text,
-                expected="an inventory name, an ~/.ssh/config alias or user@host[:port]",
-            )
-        port = int(m["port"]) if m["port"] else None
-        if port is not None and not 1 <= port <= 65535:
-            raise InputError("ssh port out of range", observed=port, expected="1..65535")
-        return cls(host=m["host"].strip("[]"), user=m["user"], port=port)
-
-    def __str__(self) -> str:
-        user = f"{self.user}@" if self.user else ""
-        port = f":{self.port}" if self.port else ""
-        return f"{user}{self.host}{port}"
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """A destination after ~/.ssh/config: what we actually connect to."""
-
-    alias: str
-    explicit_user: str | None
-    explicit_port: int | None
-    host: str
-    port: int
-    user: str
-    jump: str | None
-    known_hosts_files: tuple[Path, ...]
-
-
-def _resolve(dest: Destination, ssh_config: Path | None) -> _Resolved:
+def _resolve(dest: Destination, ssh_config: Path | None) -> ResolvedDestination:
+    """`dest` after the ssh config file (parsed by asyncssh, interpreted by ssh_config.py)."""
     paths = [str(ssh_config)] if ssh_config and ssh_config.is_file() else []
     try:
         cfg = SSHClientConfig.load(
@@ -105,44 +70,7 @@ def _resolve(dest: Destination, ssh_config: Path | None) -> _Resolved:
         )
     except (asyncssh.config.ConfigParseError, OSError) as exc:
         raise ConfigError("cannot read the ssh config", path=str(ssh_config), observed=str(exc)) from exc
-    jump = cfg.get("ProxyJump")
-    files = cfg.get("UserKnownHostsFile")
-    # "UserKnownHostsFile none" would turn host-key checking off in asyncssh: we never allow
-    # that, so an empty list falls back to the default file like an absent one.
-    user_files = [Path(f).expanduser() for f in files] if files else [Path("~/.ssh/known_hosts").expanduser()]
-    global_files = [Path(f) for f in (cfg.get("GlobalKnownHostsFile") or ["/etc/ssh/ssh_known_hosts"])]
-    return _Resolved(
-        alias=dest.host,
-        explicit_user=dest.user,
-        explicit_port=dest.port,
-        host=str(cfg.get("Hostname") or dest.host),
-        port=int(cfg.get("Port") or 22),
-        user=str(cfg.get("User") or getpass.getuser()),
-        jump=str(jump) if jump and str(jump).lower() != "none" else None,
-        known_hosts_files=tuple(user_files + global_files),
-    )
-
-
-def _known_hosts_text(files: tuple[Path, ...]) -> str:
-    chunks = []
-    for f in files:
-        with contextlib.suppress(OSError):
-            chunks.append(f.read_text(encoding="utf-8", errors="replace"))
-    return "\n".join(chunks)
-
-
-def _known_hosts_label(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
-def _append_pin(path: Path, line: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line.rstrip("\n") + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return resolve_options(dest, cfg.get)
 
 
 @contextlib.contextmanager
@@ -177,7 +105,7 @@ def _mapped_errors(host: str, what: str) -> Iterator[None]:
         ) from exc
     except asyncssh.Error as exc:
         raise TransportError(f"ssh error while {what}", host=host, observed=str(exc)) from exc
-    except (TimeoutError, asyncio.TimeoutError) as exc:
+    except TimeoutError as exc:
         raise TransportError(
             f"timed out while {what}", host=host,
             next_step="check that the box is up and reachable (ports change on many rentals)",
@@ -192,7 +120,7 @@ def _mapped_errors(host: str, what: str) -> Iterator[None]:
 class SshHost:
     """A box over one pooled SSH connection."""
 
-    kind = "ssh"
+    kind: Final = "ssh"
 
     def __init__(
         self,
@@ -202,9 +130,9 @@ class SshHost:
         known_hosts_path: Path,
         ssh_config: Path | None,
         host_key_policy: HostKeyPolicy = "strict",
-        connect_timeout_s: float = 10.0,
-        command_timeout_s: float = 30.0,
-        max_channels: int = 8,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        command_timeout_s: float = COMMAND_TIMEOUT_S,
+        max_channels: int = MAX_CHANNELS,
     ) -> None:
         self.name = name
         self.destination = destination
@@ -215,12 +143,12 @@ class SshHost:
         self.command_timeout_s = command_timeout_s
         self._channels = asyncio.Semaphore(max_channels)
         self._lock = asyncio.Lock()
-        self._conn: asyncssh.SSHClientConnection | None = None
-        self._jumps: list[asyncssh.SSHClientConnection] = []
+        self._conn: _Connection | None = None
+        self._jumps: list[_Connection] = []
         self.connects = 0  # how many TCP+SSH handshakes this host has made (pool reuse)
 
     # -- connection -------------------------------------------------------------------
-    async def connection(self) -> asyncssh.SSHClientConnection:
+    async def connection(self) -> _Connection:
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return self._conn
@@ -230,36 +158,33 @@ class SshHost:
             self.connects += 1
             return self._conn
 
-    async def _open(self, dest: Destination, depth: int) -> asyncssh.SSHClientConnection:
+    async def _open(self, dest: Destination, depth: int) -> _Connection:
         if depth > 4:
             raise ConfigError("ProxyJump chain too long (more than 4 hops)", host=self.name)
         r = _resolve(dest, self.ssh_config)
-        tunnel = None
-        if r.jump:
-            hops = [h.strip() for h in r.jump.split(",") if h.strip()]
-            for hop in hops:
-                tunnel = await self._open_via(Destination.parse(hop), tunnel, depth + 1)
+        tunnel: _Connection | None = None
+        for hop in r.jump_hops():
+            tunnel = await self._open_via(hop, tunnel, depth + 1)
         return await self._open_checked(r, tunnel)
 
-    async def _open_via(self, dest, tunnel, depth):  # type: ignore[no-untyped-def]
+    async def _open_via(self, dest: Destination, tunnel: _Connection | None, depth: int) -> _Connection:
+        """One ProxyJump hop, kept open (and closed with the host) as the next hop's tunnel."""
         r = _resolve(dest, self.ssh_config)
         conn = await self._open_checked(r, tunnel)
         self._jumps.append(conn)
         return conn
 
-    def _trusted(self, r: _Resolved) -> asyncssh.SSHKnownHosts:
-        return asyncssh.import_known_hosts(
-            _known_hosts_text((self.known_hosts_path, *r.known_hosts_files))
-        )
+    def _trusted(self, r: ResolvedDestination) -> asyncssh.SSHKnownHosts:
+        return asyncssh.import_known_hosts(known_hosts_text((self.known_hosts_path, *r.known_hosts_files)))
 
-    async def _open_checked(self, r: _Resolved, tunnel) -> asyncssh.SSHClientConnection:  # type: ignore[no-untyped-def]
+    async def _open_checked(self, r: ResolvedDestination, tunnel: _Connection | None) -> _Connection:
         try:
             return await self._connect(r, tunnel)
         except asyncssh.HostKeyNotVerifiable:
             await self._diagnose_host_key(r, tunnel)
             return await self._connect(r, tunnel)
 
-    async def _connect(self, r: _Resolved, tunnel) -> asyncssh.SSHClientConnection:  # type: ignore[no-untyped-def]
+    async def _connect(self, r: ResolvedDestination, tunnel: _Connection | None) -> _Connection:
         for attempt, pause in enumerate((*_CONNECT_RETRIES, None)):
             try:
                 # Connect by the alias so asyncssh applies its Host block (IdentityFile...).
@@ -279,10 +204,10 @@ class SshHost:
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")
 
-    async def _diagnose_host_key(self, r: _Resolved, tunnel) -> None:  # type: ignore[no-untyped-def]
+    async def _diagnose_host_key(self, r: ResolvedDestination, tunnel: _Connection | None) -> None:
         """Called when the key was not trusted: refuse with both fingerprints, or pin a
         first-seen key when the policy is accept-new. Returns only after pinning."""
-        label = _known_hosts_label(r.host, r.port)
+        label = known_hosts_label(r.host, r.port)
         presented = await asyncio.wait_for(
             asyncssh.get_server_host_key(r.host, r.port, tunnel=tunnel, config=[]),
             self.connect_timeout_s,
@@ -292,24 +217,10 @@ class SshHost:
         shown = presented.get_fingerprint("sha256")
         trusted = asyncssh.match_known_hosts(self._trusted(r), r.host, r.host, None if r.port == 22 else r.port)[0]
         if trusted:
-            expected = ", ".join(k.get_fingerprint("sha256") for k in trusted)
-            raise HostKeyError(
-                f"HOST KEY CHANGED for {label}: refused (a changed key is never accepted "
-                "automatically; it can mean a rebuilt box or a man-in-the-middle)",
-                host=self.name, observed=shown, expected=expected,
-                next_step="confirm the new fingerprint on the provider's console, then remove the old "
-                f"entry for {label} from known_hosts (ssh-keygen -R '{label}') and connect again",
-            )
+            raise changed_key_error(self.name, label, shown, [k.get_fingerprint("sha256") for k in trusted])
         if self.host_key_policy != "accept-new":
-            raise HostKeyError(
-                f"unknown host key for {label}: refused (strict host-key checking)",
-                host=self.name, observed=shown, expected="a key listed in known_hosts",
-                next_step="verify this fingerprint with the provider, then add it "
-                f"(ssh-keyscan -p {r.port} {r.host} >> ~/.ssh/known_hosts), or set "
-                'host_key_policy = "accept-new" for this host in the inventory to pin it on first use',
-            )
-        line = f"{label} {presented.export_public_key('openssh').decode().strip()}"
-        _append_pin(self.known_hosts_path, line)
+            raise unknown_key_error(self.name, label, shown, r.host, r.port)
+        pin_key(self.known_hosts_path, label, presented.export_public_key("openssh").decode())
         log.warning("ssh %s: pinned new host key %s for %s in %s", self.name, shown, label, self.known_hosts_path)
 
     async def _drop(self) -> None:
@@ -341,18 +252,7 @@ class SshHost:
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):
-                    if stdin:
-                        proc.stdin.write(stdin)
-                    proc.stdin.write_eof()
-                    (out, trunc), err = await asyncio.gather(
-                        read_capped(proc.stdout, max_output),  # type: ignore[arg-type]
-                        _read_stderr(proc.stderr, pgid, max_output),
-                    )
-                    with _mapped_errors(self.name, "waiting for a command"):
-                        done = await proc.wait()
-                        # Hold the channel slot until sshd has really closed the session,
-                        # or a burst of calls outruns MaxSessions.
-                        await proc.wait_closed()
+                    out, trunc, err, done = await self._exchange(proc, stdin, pgid, max_output)
             except TimeoutError:
                 await self._kill(conn, pgid)
                 proc.close()
@@ -365,19 +265,42 @@ class SshHost:
                 await asyncio.shield(self._kill(conn, pgid))
                 proc.close()
                 raise
-        status = done.exit_status
-        if status is None or status < 0:
-            if done.exit_signal:
-                status = 128 + _signal_number(done.exit_signal[0])
-            else:
-                raise TransportError(
-                    "the connection closed before the command reported an exit status; "
-                    "its outcome on the box is unknown",
-                    host=self.name, command=script,
-                )
+        status = self._exit_status(done, script)
         return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
 
-    async def _start(self, conn: asyncssh.SSHClientConnection, command: str) -> asyncssh.SSHClientProcess:  # type: ignore[type-arg]
+    async def _exchange(
+        self, proc: _Process, stdin: bytes | None, pgid: list[int], max_output: int
+    ) -> tuple[bytes, bool, bytes, asyncssh.SSHCompletedProcess]:
+        """Send stdin, collect both outputs (noting the process group in `pgid` as soon as the
+        wrapper reports it) and wait until the session is closed."""
+        if stdin:
+            proc.stdin.write(stdin)
+        proc.stdin.write_eof()
+        (out, trunc), err = await asyncio.gather(
+            read_capped(proc.stdout, max_output),
+            read_stderr_and_pgid(proc.stderr, pgid, max_output),
+        )
+        with _mapped_errors(self.name, "waiting for a command"):
+            done = await proc.wait()
+            # Hold the channel slot until sshd has really closed the session,
+            # or a burst of calls outruns MaxSessions.
+            await proc.wait_closed()
+        return out, trunc, err, done
+
+    def _exit_status(self, done: asyncssh.SSHCompletedProcess, script: str) -> int:
+        """The exit status the shell would report (128 + signal for a signal death)."""
+        status = done.exit_status
+        if status is not None and status >= 0:
+            return status
+        if done.exit_signal:
+            return 128 + _signal_number(done.exit_signal[0])
+        raise TransportError(
+            "the connection closed before the command reported an exit status; "
+            "its outcome on the box is unknown",
+            host=self.name, command=script,
+        )
+
+    async def _start(self, conn: _Connection, command: str) -> _Process:
         """Open a session channel; a refusal (MaxSessions shared with other clients) is
         retried briefly before it is reported."""
         for pause in (*_CONNECT_RETRIES, None):
@@ -390,7 +313,7 @@ class SshHost:
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")
 
-    async def _kill(self, conn: asyncssh.SSHClientConnection, pgid: list[int]) -> None:
+    async def _kill(self, conn: _Connection, pgid: list[int]) -> None:
         """Kill what a cancelled or timed-out call started: its whole process group."""
         if not pgid or conn.is_closed():
             return
@@ -424,28 +347,14 @@ class SshHost:
                         yield chunk
                     done = await proc.wait()
                 if done.exit_status not in (0, None):
+                    stderr = (await proc.stderr.read()).decode("utf-8", "replace")
                     raise TransportError("reading the file failed on the box", host=self.name, path=path,
-                                         exit_status=done.exit_status, stderr=(await proc.stderr.read()).decode("utf-8", "replace"))
+                                         exit_status=done.exit_status, stderr=stderr)
             finally:
                 proc.close()
 
 
-async def _read_stderr(stream, pgid: list[int], cap: int) -> bytes:  # type: ignore[no-untyped-def]
-    """Collect stderr, lifting out the wrapper's process-group line as soon as it arrives."""
-    kept = bytearray()
-    while line := await stream.readline():
-        if not pgid and line.startswith(PID_MARKER):
-            with contextlib.suppress(ValueError):
-                pgid.append(int(line[len(PID_MARKER):].strip()))
-            continue
-        if len(kept) < cap:
-            kept += line[: cap - len(kept)]
-    return bytes(kept)
-
-
 def _signal_number(name: str) -> int:
-    import signal
-
     try:
         return int(signal.Signals["SIG" + name.upper().removeprefix("SIG")])
     except KeyError:

@@ -18,8 +18,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.errors import ConfigError, TransportError
 from mcp_server.redact import Redactor
-
-HTTP_TIMEOUT_S = 15.0
+from mcp_server.settings import HTTP_TIMEOUT_S
 
 
 class PlatformState(BaseModel):
@@ -77,7 +76,7 @@ def _http(method: str, url: str, headers: dict[str, str], body: Any, timeout: fl
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - https/loopback API
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
             return resp.status, json.loads(raw) if raw.strip() else None
     except urllib.error.HTTPError as exc:
@@ -96,8 +95,9 @@ async def http(method: str, url: str, headers: dict[str, str], body: Any = None,
         return await asyncio.wait_for(asyncio.to_thread(_http, method, url, headers, body, timeout), timeout + 1)
     except (TimeoutError, OSError) as exc:
         msg = str(exc) if redactor is None else redactor.scrub(str(exc))
-        raise TransportError(f"{method} {url.split('?')[0]} failed: {type(exc).__name__} {msg}".strip(),
-                             next_step="the platform may still have acted: the state is re-queried before any retry") from exc
+        raise TransportError(
+            f"{method} {url.split('?')[0]} failed: {type(exc).__name__} {msg}".strip(),
+            next_step="the platform may still have acted: the state is re-queried before any retry") from exc
 
 
 async def cli(binary: str, args: list[str], key_env: str, key: str, timeout: float = 30.0) -> tuple[int, str]:
@@ -110,7 +110,8 @@ async def cli(binary: str, args: list[str], key_env: str, key: str, timeout: flo
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise TransportError(f"{os.path.basename(binary)} {' '.join(args[:2])} did not answer in {timeout:g} s") from None
+        what = f"{os.path.basename(binary)} {' '.join(args[:2])}"
+        raise TransportError(f"{what} did not answer in {timeout:g} s") from None
     return proc.returncode or 0, out.decode("utf-8", "replace")
 
 
@@ -125,7 +126,8 @@ async def confirm(meter: Meter, action: str, bound_s: float, interval_s: float =
             last = await meter.status()
             if meter.stopped(action, last):
                 evidence.append(f"platform state after {polls} poll(s): {last.state}")
-                return MeterOutcome(executed=True, confirmed=True, final_state=last.state, polls=polls, evidence=evidence)
+                return MeterOutcome(executed=True, confirmed=True, final_state=last.state, polls=polls,
+                                    evidence=evidence)
         except TransportError as exc:
             evidence.append(f"poll {polls}: {exc.message}")
         if time.monotonic() + interval_s > deadline:

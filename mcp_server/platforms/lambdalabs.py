@@ -6,17 +6,19 @@ from __future__ import annotations
 import base64
 
 from mcp_server.errors import CommandFailed, TransportError
-from mcp_server.redact import Redactor
 from mcp_server.platforms.base import Access, PlatformState, http
+from mcp_server.redact import Redactor
+from mcp_server.settings import HTTP_TIMEOUT_S
 
+# Terminate is known to hang: wait less for it than for other calls (never more than the HTTP timeout).
 TERMINATE_TIMEOUT_S = 10.0
 
 
 class Lambda:
     name = "lambda"
 
-    def __init__(self, acc: Access, redactor: Redactor) -> None:
-        self.acc, self.redactor = acc, redactor
+    def __init__(self, acc: Access, redactor: Redactor, http_timeout_s: float = HTTP_TIMEOUT_S) -> None:
+        self.acc, self.redactor, self.http_timeout_s = acc, redactor, http_timeout_s
 
     def _auth(self) -> dict[str, str]:
         return {"Authorization": "Basic " + base64.b64encode(f"{self.acc.api_key}:".encode()).decode()}
@@ -26,7 +28,7 @@ class Lambda:
 
     async def status(self) -> PlatformState:
         code, body = await http("GET", f"{self._base()}/instances/{self.acc.instance_id}", self._auth(),
-                                redactor=self.redactor)
+                                timeout=self.http_timeout_s, redactor=self.redactor)
         if code == 404:
             return PlatformState(state="gone", gone=True)
         if code != 200 or not isinstance(body, dict):
@@ -37,8 +39,8 @@ class Lambda:
     async def act(self, action: str) -> str:
         try:
             code, body = await http("POST", f"{self._base()}/instance-operations/terminate", self._auth(),
-                                    {"instance_ids": [self.acc.instance_id]}, timeout=TERMINATE_TIMEOUT_S,
-                                    redactor=self.redactor)
+                                    {"instance_ids": [self.acc.instance_id]},
+                                    timeout=min(TERMINATE_TIMEOUT_S, self.http_timeout_s), redactor=self.redactor)
         except TransportError as exc:
             # The call hung or dropped: it may still have acted. Re-query instead of retrying blind.
             now = await self.status()

@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 
 from mcp_server.errors import CommandFailed
-from mcp_server.redact import Redactor
 from mcp_server.platforms.base import Access, PlatformState, cli, http
+from mcp_server.redact import Redactor
+from mcp_server.settings import HTTP_TIMEOUT_S
 
 
 class RunPod:
     name = "runpod"
 
-    def __init__(self, acc: Access, redactor: Redactor) -> None:
-        self.acc, self.redactor = acc, redactor
+    def __init__(self, acc: Access, redactor: Redactor, http_timeout_s: float = HTTP_TIMEOUT_S) -> None:
+        self.acc, self.redactor, self.http_timeout_s = acc, redactor, http_timeout_s
 
     def _url(self, suffix: str = "") -> str:
         return f"{(self.acc.rest_base or '').rstrip('/')}/pods/{self.acc.instance_id}{suffix}"
@@ -32,7 +33,7 @@ class RunPod:
                 raise CommandFailed("runpodctl get pod failed", stderr=self.redactor.scrub(out))
             pod = json.loads(out)
             return PlatformState(state=str(pod.get("desiredStatus") or pod.get("status") or "unknown"))
-        code, body = await http("GET", self._url(), self._auth(), redactor=self.redactor)
+        code, body = await http("GET", self._url(), self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
         if code == 404:
             return PlatformState(state="gone", gone=True)
         if code != 200 or not isinstance(body, dict):
@@ -45,7 +46,7 @@ class RunPod:
             rc, out = await cli(self.acc.cli, [verb, "pod", self.acc.instance_id], self.acc.key_env, self.acc.api_key)
             return f"runpodctl {verb} pod: exit {rc}: {self.redactor.scrub(out.strip())[:300]}"
         method, url = ("POST", self._url("/stop")) if action == "stop" else ("DELETE", self._url())
-        code, body = await http(method, url, self._auth(), redactor=self.redactor)
+        code, body = await http(method, url, self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
         return f"RunPod {method} answered {code}: {self.redactor.scrub(str(body))[:300]}"
 
     def stopped(self, action: str, state: PlatformState) -> bool:

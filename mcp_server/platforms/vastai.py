@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 from mcp_server.errors import CommandFailed
-from mcp_server.redact import Redactor
 from mcp_server.platforms.base import Access, PlatformState, cli, http
+from mcp_server.redact import Redactor
+from mcp_server.settings import HTTP_TIMEOUT_S
 
 _GONE = {"destroyed", "deleted", "gone"}
 
@@ -15,8 +16,8 @@ _GONE = {"destroyed", "deleted", "gone"}
 class VastAi:
     name = "vastai"
 
-    def __init__(self, acc: Access, redactor: Redactor) -> None:
-        self.acc, self.redactor = acc, redactor
+    def __init__(self, acc: Access, redactor: Redactor, http_timeout_s: float = HTTP_TIMEOUT_S) -> None:
+        self.acc, self.redactor, self.http_timeout_s = acc, redactor, http_timeout_s
 
     def _url(self) -> str:
         return f"{(self.acc.rest_base or '').rstrip('/')}/instances/{self.acc.instance_id}/"
@@ -40,7 +41,7 @@ class VastAi:
             if rc != 0:
                 raise CommandFailed("vastai show instance failed", stderr=self.redactor.scrub(out))
             return self._state(json.loads(out) if out.strip() not in ("", "null") else None)
-        code, body = await http("GET", self._url(), self._auth(), redactor=self.redactor)
+        code, body = await http("GET", self._url(), self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
         if code == 404:
             return PlatformState(state="gone", gone=True)
         if code != 200:
@@ -49,12 +50,15 @@ class VastAi:
 
     async def act(self, action: str) -> str:
         if self.acc.cli:
-            rc, out = await cli(self.acc.cli, [action, "instance", self.acc.instance_id], self.acc.key_env, self.acc.api_key)
+            rc, out = await cli(self.acc.cli, [action, "instance", self.acc.instance_id], self.acc.key_env,
+                                self.acc.api_key)
             return f"vastai {action} instance: exit {rc}: {self.redactor.scrub(out.strip())[:300]}"
         if action == "stop":
-            code, body = await http("PUT", self._url(), self._auth(), {"state": "stopped"}, redactor=self.redactor)
+            code, body = await http("PUT", self._url(), self._auth(), {"state": "stopped"},
+                                    timeout=self.http_timeout_s, redactor=self.redactor)
         else:
-            code, body = await http("DELETE", self._url(), self._auth(), redactor=self.redactor)
+            code, body = await http("DELETE", self._url(), self._auth(), timeout=self.http_timeout_s,
+                                    redactor=self.redactor)
         return f"vast.ai {action} answered {code}: {self.redactor.scrub(str(body))[:300]}"
 
     def stopped(self, action: str, state: PlatformState) -> bool:

@@ -11,7 +11,7 @@ import pkgutil
 from mcp.server import MCPServer
 
 
-def register_all(server: MCPServer) -> None:  # type: ignore[type-arg]
+def register_all(server: MCPServer) -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue

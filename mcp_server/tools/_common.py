@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -15,34 +15,52 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import RgtError
+from mcp_server.redact import Redactor
 
 T = TypeVar("T")
 
 # Presets, set honestly. openWorld: the tool talks to boxes outside this process.
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-READ_ONLY_LOCAL = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-LAUNCH = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-WRITES_LOCAL = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+def _preset(*, read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations:
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent,
+                           open_world_hint=open_world)
 
 
-def app_of(ctx: Context) -> App:
-    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+READ_ONLY = _preset(read_only=True, destructive=False, idempotent=True, open_world=True)
+READ_ONLY_LOCAL = _preset(read_only=True, destructive=False, idempotent=True, open_world=False)
+LAUNCH = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
+WRITES_LOCAL = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
+DESTRUCTIVE = _preset(read_only=False, destructive=True, idempotent=False, open_world=True)
+
+
+def app_of(ctx: Context[Any, Any]) -> App:
+    """The App the server's lifespan yielded (a bare `Context` does not know its lifespan's type)."""
+    app = ctx.request_context.lifespan_context
+    if not isinstance(app, App):
+        raise TypeError(f"the server's lifespan yielded {type(app).__name__}, not App")
+    return app
+
+
+def coded_message(exc: RgtError, redactor: Redactor) -> str:
+    """What the client reads for one of our errors: `[CODE] ` then the message, secrets masked."""
+    return f"[{exc.code}] {redactor.scrub(str(exc))}"
 
 
 @contextlib.contextmanager
 def tool_errors(app: App) -> Iterator[None]:
-    """Our errors -> ToolError (the model reads the message). Bugs stay bugs."""
+    """Our errors -> ToolError (the model reads the message, led by the error's code). Bugs stay bugs.
+
+    mcp 2.x turns a ToolError into a result with only its text (no structured content), so the
+    code travels in the text; the SDK puts `Error executing tool <name>: ` before it."""
     try:
         yield
     except RgtError as exc:
-        raise ToolError(app.redactor.scrub(str(exc))) from exc
+        raise ToolError(coded_message(exc, app.redactor)) from exc
 
 
 class HostError(BaseModel):
     """Why one host of a fan-out has no result; the others are unaffected."""
 
-    code: str = Field(description="error class, e.g. transport, host_key, auth, timeout")
+    code: str = Field(description="stable error code, e.g. HOST_UNREACHABLE, HOST_KEY_REFUSED, AUTH_FAILED")
     message: str
 
 

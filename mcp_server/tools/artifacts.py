@@ -2,42 +2,43 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_server.errors import InputError, NotFoundError
-from mcp_server.run.jobs.rundir import RunPaths, check_run_id
-from mcp_server.verify.artifacts.verifier import VerifyRequest, VerifyResult, verify_artifacts
+from mcp_server.errors import InputError
+from mcp_server.run.jobs.rundir import declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.verify.artifacts.verifier import VerifyRequest, VerifyResult, verify_artifacts
+
+HostArg = Annotated[str, Field(description='the box: "local", an inventory name, an ssh alias or user@host[:port]')]
+RootArg = Annotated[str | None, Field(
+    description="result root on the box (absolute or ~/...); default: the run's output root")]
+RosterArg = Annotated[list[str] | None, Field(
+    description="files that must exist: paths or globs relative to root (e.g. 'best.pth', 'seed*/metrics.json', "
+    "'**/*.safetensors'); default: the run's declared outputs", max_length=1000)]
+RunIdArg = Annotated[str | None, Field(
+    description="the run these results belong to (recorded; supplies root and roster when they are omitted)")]
+DestArg = Annotated[str | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")]
+BudgetArg = Annotated[float, Field(
+    description="return before this many seconds with done=false; call again to continue", ge=2, le=55)]
+AllowPickleArg = Annotated[bool, Field(
+    description="load checkpoints that need unsafe pickle (only for files you trust)")]
 
 
-async def _run_outputs(host, spec, run_id: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
-    """The run's declared outputs from its run.json on the box."""
-    res = await host.run(f"cat {RunPaths(spec.durable_root, check_run_id(run_id)).file('run.json')} 2>/dev/null")
-    if not res.ok:
-        raise NotFoundError(f"no run {run_id} on this box", host=spec.name, next_step="list_runs shows the runs")
-    outputs = json.loads(res.text).get("outputs")
-    if not outputs:
-        raise InputError(f"run {run_id} declared no outputs", host=spec.name,
-                         next_step="pass root and roster (the files that must exist)")
-    return outputs["root"], outputs["patterns"]
-
-
-def register(server: MCPServer) -> None:  # type: ignore[type-arg]
+def register(server: MCPServer) -> None:
     @server.tool(name="verify_artifacts", annotations=WRITES_LOCAL)
     async def verify_artifacts_tool(
         ctx: Context,
-        host: Annotated[str, Field(description='the box: "local", an inventory name, an ssh alias or user@host[:port]')] = "local",
-        root: Annotated[str | None, Field(description="result root on the box (absolute or ~/...); default: the run's output root")] = None,
-        roster: Annotated[list[str] | None, Field(description="files that must exist: paths or globs relative to root (e.g. 'best.pth', 'seed*/metrics.json', '**/*.safetensors'); default: the run's declared outputs", max_length=1000)] = None,
-        run_id: Annotated[str | None, Field(description="the run these results belong to (recorded; supplies root and roster when they are omitted)")] = None,
-        dest: Annotated[str | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")] = None,
-        budget_s: Annotated[float, Field(description="return before this many seconds with done=false; call again to continue", ge=2, le=55)] = 35.0,
-        allow_pickle: Annotated[bool, Field(description="load checkpoints that need unsafe pickle (only for files you trust)")] = False,
+        host: HostArg = "local",
+        root: RootArg = None,
+        roster: RosterArg = None,
+        run_id: RunIdArg = None,
+        dest: DestArg = None,
+        budget_s: BudgetArg = 35.0,
+        allow_pickle: AllowPickleArg = False,
     ) -> VerifyResult:
         """Pull results off the box and prove every byte: roster, on-box SHA-256 manifest, resumable pull, load checks.
 
@@ -53,8 +54,8 @@ def register(server: MCPServer) -> None:  # type: ignore[type-arg]
             spec = app.pool.spec(host)
             box = await app.pool.host(spec)
             if run_id and (root is None or roster is None):
-                run_root, run_roster = await _run_outputs(box, spec, run_id)
-                root, roster = root or run_root, roster or run_roster
+                outputs = await declared_outputs(box, spec.durable_root, run_id)
+                root, roster = root or outputs.root, roster or outputs.patterns
             if not root or not roster:
                 raise InputError("give root and roster, or the run_id of a run that declared outputs")
 

@@ -9,9 +9,9 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from mcp_server.hosts.base import Host
+from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
 from mcp_server.verify.probes import ProbeInputs, ProbeResult
 from mcp_server.verify.probes import run_probe as run_probe_on
-from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
 
 _SUMMARY_CUT = 300
 
@@ -36,7 +36,7 @@ def register(server: MCPServer) -> None:
         read through the host layer). Cheap first: control_diff, then trajectory, then
         seed_variance / mde. Each result names the next probe and a references:// page;
         every result is recorded in the ledger. See references://verifying/methodology.
-        """
+        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
         app = app_of(ctx)
 
         async def open_host(name: str) -> Host:

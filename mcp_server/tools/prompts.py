@@ -14,11 +14,13 @@ from mcp_types import INVALID_PARAMS
 from mcp_server.errors import RgtError
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import Profile, profile
-from mcp_server.tools._common import app_of
+from mcp_server.redact import Redactor
+from mcp_server.tools._common import app_of, coded_message
 
 
-def _fail(exc: RgtError) -> MCPError:
-    return MCPError(INVALID_PARAMS, str(exc))
+def _fail(exc: RgtError, redactor: Redactor) -> MCPError:
+    """A prompt fails as a protocol error; unlike a tool error it can carry the code as data."""
+    return MCPError(INVALID_PARAMS, coded_message(exc, redactor), data={"code": exc.code})
 
 
 def _platform_lines(p: Profile, durable_root: str) -> list[str]:
@@ -43,25 +45,27 @@ def remote_run_text(host: str, spec: HostSpec, p: Profile, run_name: str) -> str
         "", "Platform facts:", *_platform_lines(p, spec.durable_root), "",
         "Phase 0 - audit (references://run-remote/lifecycle-checklist#phase-0)",
         f"- Call `audit_box({h})`. Exit check: the expected GPU is listed, no check is FAIL, inodes (A11) and bytes "
-        "(A10) on the durable root are not near 100 %. Read the route of every WARN/FAIL (references://run-remote/audit-checks).",
+        "(A10) on the durable root are not near 100 %. Read the route of every WARN/FAIL "
+        "(references://run-remote/audit-checks).",
         "Phase 1 - access and credentials (references://run-remote/lifecycle-checklist#phase-1)",
         "- A3 must say the launch interpreter sees CUDA. Secrets go by NAME in `launch_detached(secret_env=[...])`, "
         "never in the command text (references://run-remote/launch#secrets-by-stdin).",
         "Phase 2 - wrapper and smoke (references://run-remote/lifecycle-checklist#phase-2)",
-        '- Smoke 1-2 batches on CPU first: `launch_detached(host="local", name="<run>-smoke", command=...)`, logger off. '
-        "Exit check: exit 0 and no Traceback in `tail_logs`. A smoke proves it runs, not that it is right.",
+        '- Smoke 1-2 batches on CPU first: `launch_detached(host="local", name="<run>-smoke", command=...)`, '
+        "logger off. Exit check: exit 0 and no Traceback in `tail_logs`. A smoke proves it runs, not that it is right.",
         "Phase 3 - detached launch (references://run-remote/lifecycle-checklist#phase-3)",
-        f'- Call `launch_detached({h}, name="{run_name}", command=...)`; it probes, then hands back. Exit check: status '
-        "running and the first log lines show the expected step. Never hold a foreground wait.",
+        f'- Call `launch_detached({h}, name="{run_name}", command=...)`; it probes, then hands back. '
+        "Exit check: status running and the first log lines show the expected step. Never hold a foreground wait.",
         "Phase 4 - monitor (references://run-remote/lifecycle-checklist#phase-4)",
         f'- Call `tail_logs({h}, run_id=...)` with offset=next_offset each time; `list_runs({h})` for all runs. '
         "Status comes from the process and exit file (references://run-remote/monitoring#run-status); classify any "
-        "signature before acting (references://run-remote/monitoring#failure-signatures). A dropped connection is not a dead run.",
+        "signature before acting (references://run-remote/monitoring#failure-signatures). "
+        "A dropped connection is not a dead run.",
         "Phase 5 - close, pull, verify, stop the meter (references://run-remote/lifecycle-checklist#phase-5)",
         f"- Call `verify_artifacts({h}, run_id=...)` until it reports the pull verified (sizes + SHA-256 + loads).",
-        f"- Then `teardown({h}, action=...)` without a token returns the plan; show it to the user, and only on their explicit yes call "
-        "it again with the token. The Iron Law: no teardown before a verified pull "
-        "(references://run-remote/principles#iron-law).",
+        f"- Then `teardown({h}, action=...)` without a token returns the plan; show it to the user, "
+        "and only on their explicit yes call it again with the token. The Iron Law: no teardown before a verified "
+        "pull (references://run-remote/principles#iron-law).",
     ])
 
 
@@ -69,21 +73,24 @@ def verify_text(run_id: str, metric: str, host: str) -> str:
     """The probe ladder for one surprising number."""
     return "\n".join([
         f"Decide whether `{metric}` of run `{run_id}` (on `{host}`) is a bug, a real effect or noise before reporting "
-        "or discarding it. Probes report and disclose; they never block. Cheap probes first; stop when one explains it.",
-        "1. VP1 control diff: `run_probe(inputs={\"probe\": \"control_diff\", ...})` with the resolved configs of the run and its control. "
-        "Exactly the ablated key may differ (references://verifying/methodology#vp1).",
-        "2. VP2 trajectory: `run_probe(inputs={\"probe\": \"trajectory\", ...})` on the metric history, not the endpoint "
-        "(references://verifying/methodology#vp2).",
+        "or discarding it. Probes report and disclose; they never block. "
+        "Cheap probes first; stop when one explains it.",
+        "1. VP1 control diff: `run_probe(inputs={\"probe\": \"control_diff\", ...})` "
+        "with the resolved configs of the run and its control. Exactly the ablated key may differ "
+        "(references://verifying/methodology#vp1).",
+        "2. VP2 trajectory: `run_probe(inputs={\"probe\": \"trajectory\", ...})` on the metric history, "
+        "not the endpoint (references://verifying/methodology#vp2).",
         "3. VP3/VP4 reproduce: back up the original artifacts, rerun the IDENTICAL config into a new run id, then "
-        "`run_probe(inputs={\"probe\": \"seed_variance\", ...})` over the seeds (references://verifying/methodology#vp4).",
-        "4. VP11 statistics: `run_probe(inputs={\"probe\": \"mde\", ...})` before paying for more runs; state the metric direction and "
-        "which variance you show (references://verifying/methodology#vp11).",
+        "`run_probe(inputs={\"probe\": \"seed_variance\", ...})` over the seeds "
+        "(references://verifying/methodology#vp4).",
+        "4. VP11 statistics: `run_probe(inputs={\"probe\": \"mde\", ...})` before paying for more runs; "
+        "state the metric direction and which variance you show (references://verifying/methodology#vp11).",
         "5. Too good to be true: `run_probe(inputs={\"probe\": \"leakage\", ...})` on the prepared split artifacts "
         "(references://verifying/methodology#vp6); unfair baseline: references://verifying/methodology#vp7.",
         "6. Degenerate outputs or real == shuffle: `run_probe(inputs={\"probe\": \"collapse\", ...})` "
         "(references://verifying/representation-collapse).",
-        "7. Same number twice, or a smoke that passed: `run_probe(inputs={\"probe\": \"checkpoint_identity\", ...})` and "
-        "references://verifying/smoke-hidden-failures (SH1-SH6).",
+        "7. Same number twice, or a smoke that passed: `run_probe(inputs={\"probe\": \"checkpoint_identity\", ...})` "
+        "and references://verifying/smoke-hidden-failures (SH1-SH6).",
         "8. Trust the artifact: the checkpoint behind the number must be pulled and verified "
         f'(`verify_artifacts(host="{host}", run_id="{run_id}")`, references://verifying/methodology#vp13).',
         "Finish with one verdict and the disclosure sentence that must travel with the number.",
@@ -98,33 +105,40 @@ def deliver_text(project_root: str, run_id: str) -> str:
         "1. Evidence: the pulled bundle has PULL_VERIFIED.json (`verify_artifacts`); EVIDENCE.json maps every claim to "
         "results.json rows with split, n and variance (references://delivering/evidence-manifest-schema, "
         "references://delivering/data-architecture).",
-        f'2. Reconcile: `reconcile_evidence(evidence="{project_root}/EVIDENCE.json", documents=["{project_root}/paper", "{project_root}/slides", "{project_root}/README.md"])` over every paper, slide, README and CSV. Fix '
+        f'2. Reconcile: `reconcile_evidence(evidence="{project_root}/EVIDENCE.json", '
+        f'documents=["{project_root}/paper", "{project_root}/slides", "{project_root}/README.md"])` '
+        "over every paper, slide, README and CSV. Fix "
         "drift at the source (regenerate), never by hand-editing a copy (references://delivering/reconcile).",
         "3. Figures: each figure is rebuilt from source data and its rendered file was re-opened and inspected "
         "(references://delivering/figures).",
         "4. Gate: for every shipped number, the five checks of references://delivering/delivery-gate (verified, in "
         "EVIDENCE, regenerable, reconciled, split/leak status) produce its disclosure record.",
-        "5. Tell the user each disclosure once, next to the number it affects; the choice to claim, fix or drop is theirs.",
+        "5. Tell the user each disclosure once, next to the number it affects; "
+        "the choice to claim, fix or drop is theirs.",
     ])
 
 
-def register(server: MCPServer) -> None:  # type: ignore[type-arg]
-    @server.prompt(title="Run a job on a GPU box, phase by phase")
+def register(server: MCPServer) -> None:
+    @server.prompt(title="Run a job on a GPU box, phase by phase", description=(
+        "The six-phase remote-run checklist (audit, access, smoke, launch, monitor, pull + teardown) with the tool to "
+        "call at each phase, filled in for one host and its platform profile."))
     def remote_run(ctx: Context, host: str = "local", platform: str | None = None, run_name: str = "run-1") -> str:
-        """The six-phase remote-run checklist (audit, access, smoke, launch, monitor, pull + teardown) with the tool to call at each phase, filled in for one host and its platform profile."""
+        app = app_of(ctx)
         try:
-            spec = app_of(ctx).pool.spec(host)
+            spec = app.pool.spec(host)
             prof = profile(platform) if platform else spec.profile
         except RgtError as exc:
-            raise _fail(exc) from exc
+            raise _fail(exc, app.redactor) from exc
         return remote_run_text(host, spec, prof, run_name)
 
-    @server.prompt(title="Is this number real? The probe ladder")
+    @server.prompt(title="Is this number real? The probe ladder", description=(
+        "The VERIFY probe ladder for one surprising result: control diff, trajectory, reproduce, statistics, leakage, "
+        "collapse, stale checkpoints, with the run_probe call for each."))
     def verify_result(run_id: str, metric: str = "the headline metric", host: str = "local") -> str:
-        """The VERIFY probe ladder for one surprising result: control diff, trajectory, reproduce, statistics, leakage, collapse, stale checkpoints, with the run_probe call for each."""
         return verify_text(run_id, metric, host)
 
-    @server.prompt(title="Deliver: evidence, reconcile, gate")
+    @server.prompt(title="Deliver: evidence, reconcile, gate", description=(
+        "The DELIVER checklist: verified evidence, cross-document reconciliation, figures, and the per-number "
+        "disclosure gate."))
     def deliver(project_root: str = ".", run_id: str = "the selected run") -> str:
-        """The DELIVER checklist: verified evidence, cross-document reconciliation, figures, and the per-number disclosure gate."""
         return deliver_text(project_root, run_id)

@@ -13,23 +13,51 @@ from mcp_server.deliver.reconcile import reconcile
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 
+# The arguments, each with the description the model reads.
+EvidenceArg = Annotated[str, Field(
+    description="EVIDENCE.json path (or the project folder holding it) on the host; relative document paths "
+    "start from its folder")]
+DocumentsArg = Annotated[list[str], Field(
+    description="documents to check: files, folders (expanded to .md .tex .txt .csv) or globs such as "
+    "paper/**/*.tex", min_length=1, max_length=200)]
+ModeArg = Annotated[Literal["precision", "strict"], Field(
+    description="precision: a number rounded at its printed precision matches (31.4 for 31.42) and 76.12% "
+    "matches 0.7612; strict: exact comparison, as the original reconciler")]
+RenderArg = Annotated[bool, Field(
+    description="also generate LaTeX macros and a Markdown and a LaTeX table per claim group from the evidence")]
+RenderDirArg = Annotated[str | None, Field(
+    description="write the rendered files here on the host (relative to the EVIDENCE.json folder) instead of "
+    "returning their text")]
+HostArg = Annotated[str, Field(
+    description='box holding the project: "local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+ViewArg = Annotated[Literal["findings", "numbers"], Field(
+    description="which list to page: findings, or one status record per evidence row (where printed, generated "
+    "or typed, disclosures)")]
+OffsetArg = Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)]
+LimitArg = Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)]
+IncludeMatchesArg = Annotated[bool, Field(description="list plain matches too (they are always counted)")]
+CheckRunsArg = Annotated[bool, Field(
+    description="re-check run directories against provenance.json (digests, selected pointer)")]
+CheckFiguresArg = Annotated[bool, Field(
+    description="check figures/<name>/ folders against their .provenance sidecars")]
+
 
 def register(server: MCPServer) -> None:
     @server.tool(annotations=WRITES_LOCAL)
     async def reconcile_evidence(
         ctx: Context,
-        evidence: Annotated[str, Field(description="EVIDENCE.json path (or the project folder holding it) on the host; relative document paths start from its folder")],
-        documents: Annotated[list[str], Field(description="documents to check: files, folders (expanded to .md .tex .txt .csv) or globs such as paper/**/*.tex", min_length=1, max_length=200)],
-        mode: Annotated[Literal["precision", "strict"], Field(description="precision: a number rounded at its printed precision matches (31.4 for 31.42) and 76.12% matches 0.7612; strict: exact comparison, as the original reconciler")] = "precision",
-        render: Annotated[bool, Field(description="also generate LaTeX macros and a Markdown and a LaTeX table per claim group from the evidence")] = False,
-        render_dir: Annotated[str | None, Field(description="write the rendered files here on the host (relative to the EVIDENCE.json folder) instead of returning their text")] = None,
-        host: Annotated[str, Field(description='box holding the project: "local", an inventory name, an ~/.ssh/config alias or user@host[:port]')] = "local",
-        view: Annotated[Literal["findings", "numbers"], Field(description="which list to page: findings, or one status record per evidence row (where printed, generated or typed, disclosures)")] = "findings",
-        offset: Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)] = 0,
-        limit: Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-        include_matches: Annotated[bool, Field(description="list plain matches too (they are always counted)")] = False,
-        check_runs: Annotated[bool, Field(description="re-check run directories against provenance.json (digests, selected pointer)")] = True,
-        check_figures: Annotated[bool, Field(description="check figures/<name>/ folders against their .provenance sidecars")] = True,
+        evidence: EvidenceArg,
+        documents: DocumentsArg,
+        mode: ModeArg = "precision",
+        render: RenderArg = False,
+        render_dir: RenderDirArg = None,
+        host: HostArg = "local",
+        view: ViewArg = "findings",
+        offset: OffsetArg = 0,
+        limit: LimitArg = DEFAULT_LIMIT,
+        include_matches: IncludeMatchesArg = False,
+        check_runs: CheckRunsArg = True,
+        check_figures: CheckFiguresArg = True,
     ) -> ReconcileReport:
         """Check every number in papers, slides, READMEs and CSVs against EVIDENCE.json and the results.json files it points to.
 
@@ -43,7 +71,7 @@ def register(server: MCPServer) -> None:
         disclosures never block. A bad input is one entry in `problems`; the rest is still
         reported. Paged: pass next_offset as offset. Writes files only with render_dir.
         See references://verifying/methodology#vp16 and references://delivering/delivery-gate.
-        """
+        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)

@@ -5,16 +5,14 @@ plus section-level reads through two templates, so a client can load one entry
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
 from mcp_server.errors import NotFoundError
-from mcp_server.knowledge import Doc, doc, docs
+from mcp_server.knowledge import KINDS, Kind, KnowledgePage, doc, docs
 
-KINDS: tuple[Literal["references", "profiles"], ...] = ("references", "profiles")
 MIME = "text/markdown"
 
 
@@ -22,7 +20,7 @@ def _reader(text: str) -> Callable[[], str]:
     return lambda: text
 
 
-def describe(d: Doc) -> str:
+def describe(d: KnowledgePage) -> str:
     """A page's resource description: what it is for and how to load one of its sections."""
     entries = [s for s in d.sections if s.level > 1]
     example = next((s for s in entries if s.stable_id), entries[0] if entries else None)
@@ -30,7 +28,7 @@ def describe(d: Doc) -> str:
     return d.description + how
 
 
-def section_text(kind: Literal["references", "profiles"], path: str, anchor: str) -> str:
+def section_text(kind: Kind, path: str, anchor: str) -> str:
     """One section's markdown with a breadcrumb line naming its page."""
     try:
         page = doc(kind, path)
@@ -41,7 +39,7 @@ def section_text(kind: Literal["references", "profiles"], path: str, anchor: str
     return f"<!-- {sec.uri} | {crumb} -->\n{sec.text}"
 
 
-def register(server: MCPServer) -> None:  # type: ignore[type-arg]
+def register(server: MCPServer) -> None:
     for kind in KINDS:
         for d in docs(kind):
             server.add_resource(FunctionResource.from_function(
@@ -56,7 +54,8 @@ def register(server: MCPServer) -> None:  # type: ignore[type-arg]
     def reference_section(path: str, anchor: str) -> str:
         return section_text("references", path, anchor)
 
-    @server.resource("profiles://{platform}#{anchor}", name="profile-section", title="One section of a platform profile",
+    @server.resource("profiles://{platform}#{anchor}", name="profile-section",
+                     title="One section of a platform profile",
                      description="One section or trap of a platform profile: #storage-model, #teardown-billing, "
                                  "a trap id such as #rp4 or #ad1.",
                      mime_type=MIME)

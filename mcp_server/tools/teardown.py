@@ -8,8 +8,8 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
 from mcp_server.run.teardown.execute import execute
+from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
 from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
 
 
@@ -22,16 +22,25 @@ class TeardownOutput(BaseModel):
     result: TeardownResult | None = Field(default=None, description="set when called with a token")
 
 
-def register(server: MCPServer) -> None:  # type: ignore[type-arg]
+ACTION = ("the profile's action, e.g. power-off / release (AutoDL), stop / terminate (RunPod), "
+          "stop / destroy (vast.ai), terminate (Lambda), manual")
+HOST = "the box: an inventory name (instance_id and api_key_env come from there)"
+TOKEN = "omit to get the plan; pass the plan's token to execute exactly that plan"
+ALLOW_UNVERIFIED = ("the USER's explicit choice to tear down without a verified pull; "
+                    "recorded and repeated in the result")
+
+
+def register(server: MCPServer) -> None:
     @server.tool(annotations=DESTRUCTIVE)
     async def teardown(
         ctx: Context,
-        action: Annotated[str, Field(description="the profile's action, e.g. power-off / release (AutoDL), stop / terminate (RunPod), stop / destroy (vast.ai), terminate (Lambda), manual")],
-        host: Annotated[str, Field(description="the box: an inventory name (instance_id and api_key_env come from there)")] = "local",
-        token: Annotated[str | None, Field(description="omit to get the plan; pass the plan's token to execute exactly that plan")] = None,
-        allow_unverified: Annotated[bool, Field(description="the USER's explicit choice to tear down without a verified pull; recorded and repeated in the result")] = False,
+        action: Annotated[str, Field(description=ACTION)],
+        host: Annotated[str, Field(description=HOST)] = "local",
+        token: Annotated[str | None, Field(description=TOKEN)] = None,
+        allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownOutput:
-        """Stop the meter safely: without a token return the plan (what stops billing, what keeps billing, what is lost, every gate); with its token execute it.
+        """Stop the meter safely: without a token return the plan (what stops billing, what keeps billing, \
+what is lost, every gate); with its token execute it.
 
         Gates (Iron Law): no live run on the box; every finished run covered by a passing
         verify_artifacts whose manifest covers its outputs; nothing written under a verified
@@ -52,6 +61,8 @@ def register(server: MCPServer) -> None:  # type: ignore[type-arg]
                 async def ask(question: str) -> bool:
                     answer = await ctx.elicit(question, Confirm)
                     return answer.action == "accept" and bool(getattr(answer.data, "confirm", False))
-            return TeardownOutput(result=await execute(box, spec, action, token, ledger=app.ledger, redactor=app.redactor,
-                                                       allow_unverified=allow_unverified, ask=ask,
-                                                       confirm_bound_s=app.settings.teardown_confirm_s))
+            result = await execute(box, spec, action, token, ledger=app.ledger, redactor=app.redactor,
+                                   allow_unverified=allow_unverified, ask=ask,
+                                   confirm_bound_s=app.settings.teardown_confirm_s,
+                                   http_timeout_s=app.settings.http_timeout_s)
+            return TeardownOutput(result=result)

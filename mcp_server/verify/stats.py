@@ -42,7 +42,7 @@ def as_array(values: Sequence[float] | np.ndarray, what: str = "values") -> np.n
     return arr
 
 
-class Summary(BaseModel):
+class SampleSummary(BaseModel):
     """Location and spread of one arm."""
 
     n: int
@@ -66,11 +66,11 @@ def iqm(values: Sequence[float] | np.ndarray) -> float | None:
     return float(sps.trim_mean(arr, 0.25))
 
 
-def summarize(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> Summary:
+def summarize(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> SampleSummary:
     """n, mean, std, SEM, t-CI of the mean, median, range and (n >= 5) IQM."""
     arr = as_array(values)
     n = int(arr.size)
-    out = Summary(n=n, mean=float(arr.mean()), confidence=confidence, median=float(np.median(arr)),
+    out = SampleSummary(n=n, mean=float(arr.mean()), confidence=confidence, median=float(np.median(arr)),
                   min=float(arr.min()), max=float(arr.max()), iqm=iqm(arr))
     if n >= 2:
         std = float(arr.std(ddof=1))

@@ -138,7 +138,8 @@ async def test_the_light_tier_with_only_the_selected_run_on_disk_has_no_run_find
 async def test_a_named_run_that_is_not_on_disk_is_disclosed_as_offloaded(tmp_path: Path) -> None:
     p = Project(tmp_path, figures=False)
     r = p.evidence["claims"][1]["evidence"][0]
-    r["run"], r["results_json"] = "2026-01-01T00-00-00Z-old", "results/ours-no-aux/runs/2026-01-01T00-00-00Z-old/results.json"
+    r["run"] = "2026-01-01T00-00-00Z-old"
+    r["results_json"] = "results/ours-no-aux/runs/2026-01-01T00-00-00Z-old/results.json"
     p.write_evidence()
     report = await check(p, {"a.md": "w/o aux: PSNR 30.81 (single seed)\n"}, view="numbers")
     assert report.problems == []

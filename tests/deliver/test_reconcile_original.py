@@ -13,7 +13,8 @@ from tests.fixtures.deliver.project import Project, blocking, check, entry, foun
 
 # The original's three tests (one claim C1, one row psnr_set5 = 31.42) ------------------
 async def test_original_a_drift_is_detected_with_the_full_metric_key(tmp_path: Path) -> None:
-    report = await check(one_row_project(tmp_path), {"paper.md": "Our model reaches a PSNR of 31.50 on Set5 in Table 2.\n"})
+    report = await check(one_row_project(tmp_path),
+                         {"paper.md": "Our model reaches a PSNR of 31.50 on Set5 in Table 2.\n"})
     (stale,) = blocking(report)
     assert (stale.file, stale.metric, stale.evidence_value, stale.reported) == ("paper.md", "psnr_set5", 31.42, 31.5)
 
@@ -25,7 +26,8 @@ async def test_original_the_correct_value_is_no_drift_and_set5_and_c1_are_not_nu
 
 
 async def test_original_a_clean_and_a_dirty_document_give_one_drift_in_the_dirty_one(tmp_path: Path) -> None:
-    report = await check(one_row_project(tmp_path), {"README.md": "PSNR 31.42 on Set5.\n", "paper.md": "PSNR 31.50 on Set5.\n"})
+    report = await check(one_row_project(tmp_path),
+                         {"README.md": "PSNR 31.42 on Set5.\n", "paper.md": "PSNR 31.50 on Set5.\n"})
     assert [f.file for f in blocking(report)] == ["paper.md"]
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from mcp_server.errors import CommandTimeout, InputError
+from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
+from tests.support.wait import until
+
+
+async def gone(host: Host, pid: int) -> bool:
+    """The process has exited (or is a zombie waiting to be reaped)."""
+    state = (await host.run(f"ps -o stat= -p {pid} || true")).text.strip()
+    return not state or state.startswith("Z")
 
 
 async def test_run_returns_stdout_stderr_and_exit_status(any_host) -> None:
@@ -34,33 +41,18 @@ async def test_timeout_kills_the_whole_process_group(any_host, tmp_path) -> None
         await any_host.run(f"sleep 300 & echo $! > {quote(str(marker))}; wait", timeout=1)
     assert "killed" in str(info.value)
     pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        state = (await any_host.run(f"ps -o stat= -p {pid} || true")).text.strip()
-        if not state or state.startswith("Z"):
-            break
-        await asyncio.sleep(0.1)
-    assert not state or state.startswith("Z"), f"child {pid} still alive: {state}"
+    await until(lambda: gone(any_host, pid), timeout=5, interval=0.1, what=f"child {pid} to be killed")
 
 
 async def test_cancelled_call_kills_what_it_started(any_host, tmp_path) -> None:
     marker = tmp_path / "cancel-pid"
     task = asyncio.create_task(any_host.run(f"sleep 300 & echo $! > {quote(str(marker))}; wait", timeout=60))
-    deadline = time.monotonic() + 5
-    while not marker.exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    pid = int(await until(lambda: marker.exists() and marker.read_text().strip(), timeout=5,
+                          what="the remote command to start"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
-    state = "?"
-    while time.monotonic() < deadline:
-        state = (await any_host.run(f"ps -o stat= -p {pid} || true")).text.strip()
-        if not state or state.startswith("Z"):
-            break
-        await asyncio.sleep(0.1)
-    assert not state or state.startswith("Z"), f"child {pid} survived the cancelled call"
+    await until(lambda: gone(any_host, pid), timeout=5, interval=0.1, what=f"child {pid} to die with the call")
 
 
 async def test_stat_and_read_stream_from_an_offset(any_host, tmp_path) -> None:
@@ -97,9 +89,8 @@ async def test_ssh_reconnects_after_the_connection_drops(box, env) -> None:
     try:
         assert (await host.run("echo one")).text == "one\n"
         box.drop_sessions()
-        deadline = time.monotonic() + 5
-        while host._conn is not None and not host._conn.is_closed() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: host._conn is None or host._conn.is_closed(), timeout=5,
+                    what="the client to see the dropped connection")
         assert (await host.run("echo two")).text == "two\n"
         assert host.connects == 2
     finally:

@@ -25,7 +25,7 @@ REFERENCE_TREE = {
 LINK = re.compile(r"\b(references|profiles)://([a-z_][a-z0-9_/-]*[a-z0-9])(?:#([a-z0-9][a-z0-9-]*))?")
 
 
-def all_docs() -> list[k.Doc]:
+def all_docs() -> list[k.KnowledgePage]:
     return [*k.docs("references"), *k.docs("profiles")]
 
 
@@ -34,7 +34,7 @@ def ids(prefix: str, n: int) -> list[str]:
 
 
 @pytest.mark.parametrize("d", all_docs(), ids=lambda d: d.uri)
-def test_every_page_parses_into_titled_described_sections(d: k.Doc) -> None:
+def test_every_page_parses_into_titled_described_sections(d: k.KnowledgePage) -> None:
     assert d.sections and d.sections[0].level == 1, "a page opens with one level-1 title"
     assert sum(s.level == 1 for s in d.sections) == 1
     assert d.title and not d.title.startswith("#")
@@ -157,7 +157,7 @@ def test_each_catalog_entry_reads_symptom_cause_check_fix() -> None:
                     assert part in s.own_text, (path, s.anchor, part)
 
 
-@pytest.mark.parametrize("name", [p for p in BRIEF_PLATFORMS])
+@pytest.mark.parametrize("name", list(BRIEF_PLATFORMS))
 def test_profile_traps_have_symptom_cause_fix(name: str) -> None:
     traps = [s for s in k.doc("profiles", name).sections if s.stable_id]
     assert len(traps) >= 5

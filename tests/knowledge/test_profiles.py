@@ -7,37 +7,47 @@ from typing import Any
 
 import pytest
 
-from mcp_server.knowledge import Profile, profile, profiles
+from mcp_server.knowledge import MeterAction, Profile, profile, profiles
 
 # The cross-platform quick matrix, restated: platform -> the front-matter facts it implies.
 MATRIX: dict[str, dict[str, Any]] = {
-    "local": dict(kind="workstation", meter_stop_verb="n/a", meter_stop_irreversible="n/a", detach_primitive="tmux",
-                  spot_available=False, shared_fs=False, inode_cap="host-dependent", free_egress="own-isp",
-                  china_mirror_needed="host-dependent"),
-    "autodl": dict(kind="ssh-rental", meter_stop_verb="关机", meter_stop_irreversible=False, detach_primitive="tmux",
-                   spot_available=False, shared_fs=True, inode_cap="~200K", free_egress=True, china_mirror_needed=True),
-    "runpod": dict(kind="ssh-rental", meter_stop_verb="terminate", meter_stop_irreversible=True, detach_primitive="tmux",
-                   spot_available=True, spot_grace="~5s", shared_fs=False, inode_cap="none", free_egress=True,
-                   china_mirror_needed=False),
-    "vastai": dict(kind="ssh-rental", meter_stop_verb="destroy", meter_stop_irreversible=True, detach_primitive="tmux",
-                   relaunch_hook="/root/onstart.sh", spot_available=True, spot_grace="~0s", shared_fs=False,
-                   inode_cap="host-dependent", free_egress=False, china_mirror_needed=False),
-    "lambda": dict(kind="cloud-api", meter_stop_verb="terminate", meter_stop_irreversible=True, detach_primitive="tmux",
-                   spot_available=False, shared_fs=True, inode_cap="none", free_egress=True, china_mirror_needed=False),
-    "paperspace": dict(kind="cloud-api", meter_stop_verb="shut-down", meter_stop_irreversible="mixed",
-                       detach_primitive="tmux", spot_available=False, shared_fs=True, inode_cap="none",
-                       free_egress=True, china_mirror_needed=False),
-    "china": dict(kind="ssh-rental", meter_stop_verb="per-platform", meter_stop_irreversible="mixed",
-                  detach_primitive="tmux", spot_available=False, shared_fs="per-platform", inode_cap="undocumented",
-                  free_egress=True, china_mirror_needed=True),
-    "generic-ssh": dict(kind="ssh", meter_stop_verb="manual", meter_stop_irreversible=True, detach_primitive="tmux",
-                        spot_available=False, shared_fs="host-dependent", inode_cap="host-dependent",
-                        free_egress="host-dependent", china_mirror_needed="host-dependent"),
+    "local": {
+        "kind": "workstation", "meter_stop_verb": "n/a", "meter_stop_irreversible": "n/a", "detach_primitive": "tmux",
+        "spot_available": False, "shared_fs": False, "inode_cap": "host-dependent", "free_egress": "own-isp",
+        "china_mirror_needed": "host-dependent"},
+    "autodl": {
+        "kind": "ssh-rental", "meter_stop_verb": "关机", "meter_stop_irreversible": False, "detach_primitive": "tmux",
+        "spot_available": False, "shared_fs": True, "inode_cap": "~200K", "free_egress": True,
+        "china_mirror_needed": True},
+    "runpod": {
+        "kind": "ssh-rental", "meter_stop_verb": "terminate", "meter_stop_irreversible": True,
+        "detach_primitive": "tmux", "spot_available": True, "spot_grace": "~5s", "shared_fs": False,
+        "inode_cap": "none", "free_egress": True, "china_mirror_needed": False},
+    "vastai": {
+        "kind": "ssh-rental", "meter_stop_verb": "destroy", "meter_stop_irreversible": True, "detach_primitive": "tmux",
+        "relaunch_hook": "/root/onstart.sh", "spot_available": True, "spot_grace": "~0s", "shared_fs": False,
+        "inode_cap": "host-dependent", "free_egress": False, "china_mirror_needed": False},
+    "lambda": {
+        "kind": "cloud-api", "meter_stop_verb": "terminate", "meter_stop_irreversible": True,
+        "detach_primitive": "tmux", "spot_available": False, "shared_fs": True, "inode_cap": "none",
+        "free_egress": True, "china_mirror_needed": False},
+    "paperspace": {
+        "kind": "cloud-api", "meter_stop_verb": "shut-down", "meter_stop_irreversible": "mixed",
+        "detach_primitive": "tmux", "spot_available": False, "shared_fs": True, "inode_cap": "none",
+        "free_egress": True, "china_mirror_needed": False},
+    "china": {
+        "kind": "ssh-rental", "meter_stop_verb": "per-platform", "meter_stop_irreversible": "mixed",
+        "detach_primitive": "tmux", "spot_available": False, "shared_fs": "per-platform",
+        "inode_cap": "undocumented", "free_egress": True, "china_mirror_needed": True},
+    "generic-ssh": {
+        "kind": "ssh", "meter_stop_verb": "manual", "meter_stop_irreversible": True, "detach_primitive": "tmux",
+        "spot_available": False, "shared_fs": "host-dependent", "inode_cap": "host-dependent",
+        "free_egress": "host-dependent", "china_mirror_needed": "host-dependent"},
 }
 VARIANTS: dict[str, dict[str, Any]] = {
-    "slurm": dict(kind="slurm", detach_primitive="sbatch", spot_grace="30s", shared_fs=True),
-    "kubernetes": dict(kind="kubernetes", detach_primitive="k8s-job", spot_grace="30s"),
-    "notebook": dict(kind="notebook", meter_stop_verb="automatic", spot_grace="0s"),
+    "slurm": {"kind": "slurm", "detach_primitive": "sbatch", "spot_grace": "30s", "shared_fs": True},
+    "kubernetes": {"kind": "kubernetes", "detach_primitive": "k8s-job", "spot_grace": "30s"},
+    "notebook": {"kind": "notebook", "meter_stop_verb": "automatic", "spot_grace": "0s"},
 }
 ACTIONS: dict[str, list[tuple[str, bool, bool, str]]] = {  # action, park, irreversible, executor
     "local": [("none", True, False, "none")],
@@ -99,18 +109,23 @@ def test_meter_actions_use_the_names_and_executors_teardown_expects(name: str) -
             assert a.loses or a.survives, (name, a.action)
 
 
+def action(platform: str, name: str) -> MeterAction:
+    found = profile(platform).action(name)
+    assert found is not None, (platform, name)
+    return found
+
+
 def test_stop_that_still_bills_says_what_bills() -> None:
-    assert any("2x" in b for b in profile("runpod").action("stop").keeps_billing)  # type: ignore[union-attr]
-    assert any("forever" in b or "indefinitely" in b or "exists" in b
-               for b in profile("vastai").action("stop").keeps_billing)  # type: ignore[union-attr]
-    lam = " ".join(profile("lambda").action("terminate").keeps_billing)  # type: ignore[union-attr]
+    assert any("2x" in b for b in action("runpod", "stop").keeps_billing)
+    assert any("forever" in b or "indefinitely" in b or "exists" in b for b in action("vastai", "stop").keeps_billing)
+    lam = " ".join(action("lambda", "terminate").keeps_billing)
     assert "NFS" in lam and "shutdown" in lam
-    assert any("数据盘" in b for b in profile("china").action("stop").keeps_billing)  # type: ignore[union-attr]
-    steps = profile("china").action("release").manual_steps or ""
+    assert any("数据盘" in b for b in action("china", "stop").keeps_billing)
+    steps = action("china", "release").manual_steps or ""
     for verb in ("停止并释放", "关机", "释放", "实例归还", "销毁数据盘"):
         assert verb in steps
-    assert "释放" == profile("autodl").action("release").label  # type: ignore[union-attr]
-    assert "关机" == profile("autodl").action("power-off").label  # type: ignore[union-attr]
+    assert action("autodl", "release").label == "释放"
+    assert action("autodl", "power-off").label == "关机"
 
 
 @pytest.mark.parametrize(("name", "root"), sorted(ROOTS.items()))
@@ -131,7 +146,8 @@ def test_api_facts_name_the_key_variable_never_a_key(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "path", "stop", "destroy"), SURVIVAL)
-def test_storage_tiers_encode_what_survives_stop_and_destroy(name: str, path: str, stop: bool | None, destroy: bool) -> None:
+def test_storage_tiers_encode_what_survives_stop_and_destroy(
+        name: str, path: str, stop: bool | None, destroy: bool) -> None:
     tier = profile(name).tier_for(path)
     assert tier is not None and (tier.survives_stop, tier.survives_destroy) == (stop, destroy), (name, path, tier)
 

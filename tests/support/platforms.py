@@ -10,10 +10,11 @@ import re
 import stat
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+HANG_LIMIT_S = 60.0  # a hanging answer never outlives a test by more than this
 
 
 class Double:
@@ -21,13 +22,14 @@ class Double:
     normal      the verb takes effect at once
     eventual    destroy/terminate answers 200, the instance disappears after `lag` polls
     remains     delete answers 200 but the instance never goes away (RunPod's trap)
-    hang        the terminate call hangs past the client's timeout, yet takes effect"""
+    hang        the terminate call hangs past the client's timeout (until the double closes), yet takes effect"""
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.instances: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
         self.lock = threading.Lock()
+        self.released = threading.Event()  # set on close: ends every hanging answer
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -40,6 +42,7 @@ class Double:
         self.instances[iid] = {"status": status, "mode": mode, "lag": lag, "gone_after": None, "polls": 0}
 
     def close(self) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -62,7 +65,7 @@ class Double:
         else:
             self.instances.pop(iid)
 
-    def _handler(self):  # type: ignore[no-untyped-def]
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         double = self
 
         class H(BaseHTTPRequestHandler):
@@ -100,7 +103,7 @@ class Double:
                         if iid in double.instances:
                             double._destroy(iid)
                     if mode == "hang":
-                        time.sleep(15)
+                        double.released.wait(HANG_LIMIT_S)
                     return self._send(200, {"data": {"terminated_instances": [{"id": iid, "status": "terminating"}]}})
                 return self._send(404, {"error": "no route"})
 

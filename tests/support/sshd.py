@@ -6,13 +6,15 @@ Never touches the system sshd, port 22 or /etc/ssh."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tests.support.wait import until_sync
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 BANNER_TIMEOUT_S = 10.0
@@ -87,17 +89,17 @@ Host {alias}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
                                          stdout=log, stderr=log)
-        deadline = time.monotonic() + BANNER_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {self.log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    if s.recv(64).startswith(b"SSH-2.0"):
-                        return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("sshd did not answer with a banner in time")
+        until_sync(self._answers, timeout=BANNER_TIMEOUT_S, what="sshd to answer with its banner")
+
+    def _answers(self) -> bool:
+        """sshd accepts a connection and sends its banner; an sshd that exited is an error."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {self.log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                return s.recv(64).startswith(b"SSH-2.0")
+        except OSError:
+            return False
 
     def session_pids(self) -> list[int]:
         if self.proc is None:
@@ -108,10 +110,8 @@ Host {alias}
     def drop_sessions(self) -> None:
         """Simulate a network drop: end every established session process."""
         for pid in self.session_pids():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
     def stop(self) -> None:
         if self.proc is None:

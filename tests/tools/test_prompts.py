@@ -7,12 +7,17 @@ import re
 
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp.types import GetPromptResult, TextContent
 
 from mcp_server import knowledge as k
 
 
-def text_of(result) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(m.content.text for m in result.messages)
+def text_of(result: GetPromptResult) -> str:
+    lines = []
+    for m in result.messages:
+        assert isinstance(m.content, TextContent), m.content
+        lines.append(m.content.text)
+    return "\n".join(lines)
 
 
 async def test_the_three_lifecycle_prompts_are_listed_with_their_arguments(client) -> None:
@@ -63,7 +68,8 @@ async def test_remote_run_refuses_an_unknown_platform_and_names_the_known_ones(c
 async def test_verify_result_is_the_probe_ladder(client) -> None:
     async with client.session() as c:
         text = text_of(await c.get_prompt("verify_result", {"run_id": "r-42", "metric": "PSNR"}))
-    order = [text.index(f'"probe": "{p}"') for p in ("control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse")]
+    ladder = ("control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse")
+    order = [text.index(f'"probe": "{p}"') for p in ladder]
     assert order == sorted(order), "cheapest probes first"
     assert "r-42" in text and "PSNR" in text and "bug, a real effect or noise" in text
 

@@ -38,7 +38,8 @@ async def test_the_tool_reports_a_stale_number_with_where_and_what_to_read(clien
 
 async def test_findings_are_paged_with_next_offset(client: Any, tmp_path: Path) -> None:
     p = _project(tmp_path)
-    args = dict(evidence=str(p.evidence_path), documents=["README.md", "slides.md"], include_matches=True, limit=2)
+    args = {"evidence": str(p.evidence_path), "documents": ["README.md", "slides.md"], "include_matches": True,
+            "limit": 2}
     first = await _call(client, **args)
     assert len(first["findings"]) == 2 and first["truncated"] and first["next_offset"] == 2
     rest = await _call(client, **args, offset=first["next_offset"])
@@ -50,7 +51,8 @@ async def test_the_numbers_view_pages_one_record_per_evidence_row(client: Any, t
     p = _project(tmp_path)
     out = await _call(client, evidence=str(p.evidence_path), documents=["README.md", "slides.md"], view="numbers")
     assert [(n["claim_id"], n["exp_id"], n["reconciled"]) for n in out["numbers"]] == [
-        ("C1", "ours-full", "drift"), ("C1", "baseline", "absent"), ("C2", "ours-no-aux", "clean"), ("C3", "ours-full", "absent")]
+        ("C1", "ours-full", "drift"), ("C1", "baseline", "absent"), ("C2", "ours-no-aux", "clean"),
+        ("C3", "ours-full", "absent")]
     assert out["numbers"][0]["macro"] == "\\evCOneOursFullPsnrTest"
 
 
@@ -72,7 +74,8 @@ async def test_render_returns_the_generated_files_and_writes_them_when_asked(cli
     names = [r["name"] for r in inline["rendered"]]
     assert names == ["evidence_macros.tex", "evidence_tables.md", "evidence_tables.tex"]
     assert "\\newcommand{\\evCOneOursFullPsnrTest}{31.42}" in inline["rendered"][0]["content"]
-    written = await _call(client, evidence=str(p.evidence_path), documents=["README.md"], render=True, render_dir="generated")
+    written = await _call(client, evidence=str(p.evidence_path), documents=["README.md"], render=True,
+                          render_dir="generated")
     for r, again in zip(inline["rendered"], written["rendered"], strict=True):
         assert Path(again["path"]).read_text() == r["content"] and again["sha256"] == r["sha256"]
     check = await _call(client, evidence=str(p.evidence_path), documents=["generated"])
@@ -101,7 +104,8 @@ def remote(env: Any, box: Any) -> str:
 async def test_documents_and_evidence_on_a_box_are_read_over_ssh(client: Any, tmp_path: Path, remote: str) -> None:
     p = _project(tmp_path)
     p.doc("paper/t.tex", "\\begin{tabular}{lc}\nMethod & PSNR \\\\\nBaseline & 29.90 \\\\\n\\end{tabular}\n")
-    out = await _call(client, host=remote, evidence=str(p.evidence_path), documents=["*.md", "paper"], include_matches=True)
+    out = await _call(client, host=remote, evidence=str(p.evidence_path), documents=["*.md", "paper"],
+                      include_matches=True)
     got = sorted((f["file"], f["category"]) for f in out["findings"] if f["category"] in ("match", "stale"))
     assert got == [("README.md", "match"), ("README.md", "match"), ("paper/t.tex", "stale"), ("slides.md", "stale")]
     assert out["problems"] == [] and {f["status"] for f in out["figures"]} == {"fresh"}

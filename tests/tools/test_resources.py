@@ -9,11 +9,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_server import knowledge as k
 
 
-
 async def test_every_page_of_both_folders_is_listed_with_title_and_description(client) -> None:
     async with client.session() as c:
         listed = {str(r.uri): r for r in (await c.list_resources()).resources}
-    expected = {d.uri: d for kind in ("references", "profiles") for d in k.docs(kind)}  # type: ignore[arg-type]
+    expected = {d.uri: d for kind in k.KINDS for d in k.docs(kind)}
     assert set(expected) <= set(listed)
     for uri, d in expected.items():
         r = listed[uri]

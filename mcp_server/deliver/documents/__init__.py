@@ -1,0 +1,3 @@
+"""Documents as text: decoding and length-preserving normalization, the printed-number
+grammar and each token's role, tables (Markdown, CSV, LaTeX) and LaTeX macro definitions.
+Knows nothing of the evidence."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mcp_server.deliver.documents.tables import _Locator
-from mcp_server.deliver.documents.text import Doc, blank
+from mcp_server.deliver.documents.text import Document, LineLocator, blank
 from mcp_server.deliver.documents.tokens import VALUE, Token, tokenize
 
 _DEF = re.compile(
@@ -28,12 +27,12 @@ class MacroDef:
     body: str
 
 
-def definitions(doc: Doc) -> list[MacroDef]:
+def definitions(doc: Document) -> list[MacroDef]:
     """Macro definitions of a LaTeX document; their text is blanked out of the prose."""
     if doc.kind != "tex":
         return []
     text = "\n".join(doc.norm)
-    locate = _Locator(doc.norm)
+    locate = LineLocator(doc.norm)
     found: list[MacroDef] = []
     spans: list[tuple[int, int]] = []
     for m in _DEF.finditer(text):
@@ -68,7 +67,7 @@ def _close(text: str, pos: int) -> int:
     return -1
 
 
-def _blank_spans(doc: Doc, text: str, spans: list[tuple[int, int]]) -> None:
+def _blank_spans(doc: Document, text: str, spans: list[tuple[int, int]]) -> None:
     chars = list(text)
     for s, e in spans:
         chars[s:e] = blank(text[s:e])

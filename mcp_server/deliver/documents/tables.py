@@ -6,13 +6,12 @@ to a table are kept out of the prose pass."""
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mcp_server.deliver.documents.text import Doc
+from mcp_server.deliver.documents.text import Document, LineLocator
 from mcp_server.deliver.documents.tokens import VALUE, Token, tokenize_cell
 
 _MD_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
@@ -66,7 +65,7 @@ class _Raw:
     offset: int  # absolute offset in the joined document
 
 
-def find_tables(doc: Doc, extra: Extra | None = None) -> Tables:
+def find_tables(doc: Document, extra: Extra | None = None) -> Tables:
     """Every table of a document, as cells with their header and label text. `extra`
     adds tokens a cell's text stands for (uses of generated macros)."""
     out = Tables(extra=extra)
@@ -161,19 +160,8 @@ def _has_value(out: Tables, text: str) -> bool:
     return any(t.role == VALUE for t in _cell_tokens(out, text))
 
 
-class _Locator:
-    def __init__(self, lines: list[str]) -> None:
-        self.starts = [0]
-        for line in lines:
-            self.starts.append(self.starts[-1] + len(line) + 1)
-
-    def __call__(self, offset: int) -> tuple[int, int]:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        return i, offset - self.starts[i]
-
-
-def _markdown(doc: Doc, out: Tables) -> None:
-    norm, locate, i = doc.norm, _Locator(doc.norm), 1
+def _markdown(doc: Document, out: Tables) -> None:
+    norm, locate, i = doc.norm, LineLocator(doc.norm), 1
     heading = ""
     while i < len(norm):
         hm = _MD_HEADING.match(norm[i - 1])
@@ -202,8 +190,8 @@ def _md_row(line: str, offset: int) -> list[_Raw]:
     return cells
 
 
-def _csv(doc: Doc, out: Tables) -> None:
-    norm, locate = doc.norm, _Locator(doc.norm)
+def _csv(doc: Document, out: Tables) -> None:
+    norm, locate = doc.norm, LineLocator(doc.norm)
     first = next((ln for ln in norm if ln.strip()), "")
     sep = max((",", ";", "\t"), key=first.count)
     rows = [(j, _split(line, sep, locate.starts[j], quotes=True)) for j, line in enumerate(norm) if line.strip()]
@@ -214,9 +202,9 @@ def _csv(doc: Doc, out: Tables) -> None:
     out.spans.append((rows[0][0], rows[-1][0]))
 
 
-def _latex(doc: Doc, out: Tables) -> None:
+def _latex(doc: Document, out: Tables) -> None:
     text = "\n".join(doc.norm)
-    locate = _Locator(doc.norm)
+    locate = LineLocator(doc.norm)
     for m in _TEX_ENV.finditer(text):
         env = m.group(1)
         body_start = _skip_args(text, m.end(), 2 if env in ("tabular*", "tabularx", "tabulary") else 1)
@@ -227,7 +215,7 @@ def _latex(doc: Doc, out: Tables) -> None:
     _loose_rows(doc, out, text, locate)
 
 
-def _tex_table(out: Tables, text: str, start: int, end: int, scope: str, locate: _Locator) -> None:
+def _tex_table(out: Tables, text: str, start: int, end: int, scope: str, locate: LineLocator) -> None:
     body = _TEX_RULES.sub(lambda r: " " * len(r.group()), text[start:end])
     rows: list[tuple[int, list[_Raw]]] = []
     pos = 0
@@ -279,7 +267,7 @@ def _caption_around(text: str, start: int, end: int) -> str:
     return m.group(1) if m else ""
 
 
-def _loose_rows(doc: Doc, out: Tables, text: str, locate: _Locator) -> None:
+def _loose_rows(doc: Document, out: Tables, text: str, locate: LineLocator) -> None:
     """`a & b & c \\\\` lines outside any tabular (a table body kept in its own file)."""
     inside = set(out.lines)
     j, norm = 0, doc.norm

@@ -6,6 +6,7 @@ spaces, the Unicode minus becomes `-`."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -89,8 +90,21 @@ def normalize(text: str, kind: Kind) -> str:
     return text
 
 
+class LineLocator:
+    """(line, column) of an offset into the lines joined with newlines."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.starts = [0]
+        for line in lines:
+            self.starts.append(self.starts[-1] + len(line) + 1)
+
+    def __call__(self, offset: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return i, offset - self.starts[i]
+
+
 @dataclass
-class Doc:
+class Document:
     """One document as read: original lines (for context) and normalized lines (for parsing)."""
 
     path: str
@@ -101,7 +115,7 @@ class Doc:
     result_lines: list[bool] = field(default_factory=list)
 
     @classmethod
-    def from_bytes(cls, path: str, data: bytes) -> Doc:
+    def from_bytes(cls, path: str, data: bytes) -> Document:
         text = decode(data)
         kind = kind_of(path)
         lines = text.split("\n")
@@ -119,7 +133,7 @@ _RESULT_WORDS = re.compile(
     r"abstract|conclusion|summary|table|metric", re.I)
 
 
-def result_sections(doc: Doc) -> list[bool]:
+def result_sections(doc: Document) -> list[bool]:
     """Per line: is it in a result-like section? Text before the first heading counts as one
     (a README's opening claims), and so does a document without headings."""
     flags: list[bool] = []

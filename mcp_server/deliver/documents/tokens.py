@@ -34,18 +34,24 @@ class Token:
 
 
 # Words before a number that make it a reference, not a value (any number) ...
-_REF_ANY = frozenset(
-    "sec secs section sections table tables tab fig figs figure figures eq eqs equation appendix app "
-    "chapter ch alg algorithm line lines step steps theorem thm lemma prop page pages p pp no part row rows "
-    "col column version release python cuda torch pytorch v".split())
+_REF_ANY = frozenset({
+    "sec", "secs", "section", "sections", "table", "tables", "tab", "fig", "figs", "figure", "figures", "eq",
+    "eqs", "equation", "appendix", "app", "chapter", "ch", "alg", "algorithm", "line", "lines", "step", "steps",
+    "theorem", "thm", "lemma", "prop", "page", "pages", "p", "pp", "no", "part", "row", "rows", "col", "column",
+    "version", "release", "python", "cuda", "torch", "pytorch", "v",
+})
 # ... or, for integers only, an index or a setting.
-_REF_INT = frozenset(
-    "epoch epochs iter iteration layer stage level fold seed rank top scale factor batch id round trial run k".split())
-_PM_WORDS = frozenset("std stdev s.d sd sem s.e se σ sigma".split())
-_DELTA_WORDS = frozenset(
-    "by gain gains improve improves improved improvement improvements increase increases increased decrease "
-    "decreases decreased drop drops dropped reduce reduces reduced reduction margin higher lower better worse "
-    "delta difference diff boost boosts boosted outperform outperforms outperformed δ".split())
+_REF_INT = frozenset({
+    "epoch", "epochs", "iter", "iteration", "layer", "stage", "level", "fold", "seed", "rank", "top", "scale",
+    "factor", "batch", "id", "round", "trial", "run", "k",
+})
+_PM_WORDS = frozenset({"std", "stdev", "s.d", "sd", "sem", "s.e", "se", "σ", "sigma"})
+_DELTA_WORDS = frozenset({
+    "by", "gain", "gains", "improve", "improves", "improved", "improvement", "improvements", "increase",
+    "increases", "increased", "decrease", "decreases", "decreased", "drop", "drops", "dropped", "reduce",
+    "reduces", "reduced", "reduction", "margin", "higher", "lower", "better", "worse", "delta", "difference",
+    "diff", "boost", "boosts", "boosted", "outperform", "outperforms", "outperformed", "δ",
+})
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.§#σΔ")
 
 _DIGIT = re.compile(r"[0-9]")
@@ -68,7 +74,9 @@ _COUNTED = re.compile(
 
 
 _MEMO_MAX = 200_000
-_cell_memo: dict[str, tuple[tuple[object, ...], ...]] = {}
+# A Token's fields up to `counted`: what a cell's text alone decides.
+_CellToken = tuple[int, int, str, float, int, bool, str, bool, bool]
+_cell_memo: dict[str, tuple[_CellToken, ...]] = {}
 _parsed: dict[str, Parsed] = {}
 
 
@@ -87,7 +95,7 @@ def tokenize_cell(text: str) -> list[Token]:
                     for t in tokenize(text, in_table=True))
         if len(_cell_memo) < _MEMO_MAX:
             _cell_memo[text] = got
-    return [Token(*fields) for fields in got]  # type: ignore[arg-type]
+    return [Token(*fields) for fields in got]
 
 
 def tokenize(line: str, *, heading: bool = False, in_table: bool = False) -> list[Token]:
@@ -145,7 +153,9 @@ def _role(line: str, m: re.Match[str], s: int, e: int, prev: str, word: str, op:
         return VARIANCE
     if word == "n" and op in ("=", ":"):
         return N
-    if (word in ("seed", "seeds") and op in ("=", ":")) or (line[e:e + 2].strip()[:1].isalpha() and _SEEDS_AFTER.match(line, e)):
+    if word in ("seed", "seeds") and op in ("=", ":"):
+        return SEEDS
+    if line[e:e + 2].strip()[:1].isalpha() and _SEEDS_AFTER.match(line, e):
         return SEEDS
     return VALUE
 

@@ -13,17 +13,15 @@ import io
 import posixpath
 from typing import Any, Literal
 
-from mcp_server.errors import RgtError
-from mcp_server.hosts.base import Host
-from mcp_server.hosts.files import list_files
-from mcp_server.deliver.evidence.layer import Evidence
-from mcp_server.deliver.models import FigureStatus, Found, make
 from mcp_server.deliver.documents.numbers import parse_text, rounds_to, same
+from mcp_server.deliver.evidence.layer import Evidence
 from mcp_server.deliver.evidence.results import entries, lookup
 from mcp_server.deliver.evidence.schema import check, load_json
-from mcp_server.hosts.files import digests, realpaths
 from mcp_server.deliver.evidence.sources import Problems, join_path, read_file, read_json, sha256_bytes
-
+from mcp_server.deliver.models import FigureStatus, Found, make
+from mcp_server.errors import RgtError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.files import digests, list_files, realpaths
 
 Status = Literal["fresh", "stale", "unknown"]
 
@@ -65,7 +63,8 @@ async def _one(host: Host, ev: Evidence, name: str, files: list[str], problems: 
         return [], "unknown"
     errs = check("figure", loaded[0])
     for e in errs[:5]:
-        problems.add("figure", side, "schema", f"{e.json_path}: {e.message}", json_path=e.json_path, expected=e.expected)
+        problems.add("figure", side, "schema", f"{e.json_path}: {e.message}", json_path=e.json_path,
+                     expected=e.expected)
     if errs:
         return [], "unknown"
     sc: dict[str, Any] = loaded[0]
@@ -98,8 +97,10 @@ def _bindings(ev: Evidence, fig: str, rel: str, sc: dict[str, Any]) -> list[Foun
                         f"pixel check failed: {pixel.get('notes') or 'no notes'}"))
     caveats = [claims[c].disclosure for c in listed if c in claims and claims[c].disclosure]
     if caveats and not (sc.get("disclosure") or "").strip():
-        out.append(make("disclosure_missing", file=rel, claim_id=next(c for c in listed if c in claims and claims[c].disclosure),
-                        note=f"the figure supports a claim with a caveat, but its sidecar disclosure is empty: {caveats[0]}"))
+        first = next(c for c in listed if c in claims and claims[c].disclosure)
+        out.append(make("disclosure_missing", file=rel, claim_id=first,
+                        note="the figure supports a claim with a caveat, but its sidecar disclosure is empty: "
+                             f"{caveats[0]}"))
     return out
 
 
@@ -130,7 +131,8 @@ async def _sources(host: Host, ev: Evidence, fig: str, rel: str, sc: dict[str, A
     return out
 
 
-async def _entry(host: Host, ev: Evidence, rel: str, i: int, b: dict[str, Any], src: str | None, hint: str) -> list[Found]:
+async def _entry(host: Host, ev: Evidence, rel: str, i: int, b: dict[str, Any], src: str | None,
+                 hint: str) -> list[Found]:
     path = join_path(ev.root, b["results_json"])
     real_dir = (await realpaths(host, [posixpath.dirname(path)]))[posixpath.dirname(path)]
     jp = f"$.built_from[{i}]"

@@ -110,7 +110,8 @@ def build(data: Any, path: str, root: str, problems: Problems) -> Evidence | Non
         if i in bad_claims:
             continue
         if raw["id"] in seen:
-            problems.add("evidence", path, "duplicate_claim", f"claim id {raw['id']!r} appears twice; the second was skipped",
+            problems.add("evidence", path, "duplicate_claim",
+                         f"claim id {raw['id']!r} appears twice; the second was skipped",
                          json_path=f"$.claims[{i}].id", expected="unique claim ids")
             continue
         seen.add(raw["id"])

@@ -11,13 +11,13 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_server.hosts.base import Host
-from mcp_server.deliver.evidence.layer import Evidence, Row
-from mcp_server.deliver.models import Found, make
 from mcp_server.deliver.documents.numbers import decimals_of, fmt, rounds_to, same
+from mcp_server.deliver.evidence.layer import Evidence, Row
 from mcp_server.deliver.evidence.schema import check
-from mcp_server.hosts.files import realpaths
 from mcp_server.deliver.evidence.sources import Problems, join_path, read_json, sha256_bytes
+from mcp_server.deliver.models import Found, make
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.files import realpaths
 
 
 @dataclass
@@ -119,8 +119,9 @@ def _run_dir(out: Attached, run_dir: str, path: str, real: dict[str, str], root:
     if rd is None:
         parent = posixpath.dirname(run_dir)
         exp = _exp_dir(path)
-        rd = RunDir(run_dir, posixpath.dirname(parent) if parent.endswith("/runs") else (real.get(exp, exp) if exp else None),
-                    posixpath.basename(run_dir) if parent.endswith("/runs") else None, exp is not None)
+        under_runs = parent.endswith("/runs")
+        exp_dir = posixpath.dirname(parent) if under_runs else (real.get(exp, exp) if exp else None)
+        rd = RunDir(run_dir, exp_dir, posixpath.basename(run_dir) if under_runs else None, exp is not None)
         out.runs[run_dir] = rd
         if exp is not None and parent != real.get(exp, exp) + "/runs":
             shown = posixpath.relpath(exp, root) if exp.startswith(root + "/") else exp
@@ -154,8 +155,7 @@ def _missing(row: Row, target: str, problems: Problems, cache: dict[str, Any]) -
 
 
 def _pins(out: Attached, ev: Evidence, row: Row, rd: RunDir) -> None:
-    where = dict(claim_id=row.claim_id, exp_id=row.exp_id, metric=row.metric, split=row.split,
-                 file=_rel(ev, ev.path), json_path=row.json_path)
+    where = _row_place(ev, row)
     if row.run_id_pin and rd.run_id and row.run_id_pin != rd.run_id:
         out.findings.append(make("evidence_out_of_date", kind="selected_repointed", **where,
                                  note=f"recorded run {row.run_id_pin}, `selected` now points at {rd.run_id}"))
@@ -167,17 +167,16 @@ def _pins(out: Attached, ev: Evidence, row: Row, rd: RunDir) -> None:
 
 def _apply(out: Attached, ev: Evidence, row: Row, table: dict[tuple[str, str | None], Entry], target: str) -> None:
     entry = lookup(table, row.metric, row.split)
-    where = dict(claim_id=row.claim_id, exp_id=row.exp_id, metric=row.metric, split=row.split,
-                 file=_rel(ev, ev.path), json_path=row.json_path)
+    where = _row_place(ev, row)
     if entry is None:
         out.findings.append(make("evidence_out_of_date", kind="metric_missing_from_results", **where,
                                  note=f"{_rel(ev, target)} has no entry for ({row.metric}, {row.split}); "
                                       "documents were judged against the EVIDENCE copy"))
         return
     value = entry.value
-    if row.unit == "percent" and not _copy_ok(row.evidence_value, row.evidence_decimals, value):
-        if _copy_ok(row.evidence_value / 100, row.evidence_decimals + 2, value):
-            value = value * 100
+    if (row.unit == "percent" and not _copy_ok(row.evidence_value, row.evidence_decimals, value)
+            and _copy_ok(row.evidence_value / 100, row.evidence_decimals + 2, value)):
+        value = value * 100
     for part, copy, truth, ok in _parts(row, entry, value):
         if not ok:
             out.findings.append(make("evidence_out_of_date", kind="evidence_value_mismatch", **where,
@@ -188,6 +187,12 @@ def _apply(out: Attached, ev: Evidence, row: Row, table: dict[tuple[str, str | N
     row.n = entry.n if entry.n is not None else row.n
     row.variance = entry.variance if entry.variance is not None else row.variance
     row.seeds = entry.seeds if entry.seeds is not None else row.seeds
+
+
+def _row_place(ev: Evidence, row: Row) -> dict[str, Any]:
+    """Where a row-level finding points: the row and its place in EVIDENCE.json."""
+    return {"claim_id": row.claim_id, "exp_id": row.exp_id, "metric": row.metric, "split": row.split,
+            "file": _rel(ev, ev.path), "json_path": row.json_path}
 
 
 def _copy_ok(copy: float, decimals: int, truth: float) -> bool:

@@ -11,18 +11,19 @@ import json
 import posixpath
 from typing import Any
 
-from mcp_server.errors import RgtError
-from mcp_server.hosts.base import Host
 from mcp_server.deliver.evidence.layer import Evidence
-from mcp_server.deliver.models import Found, make
 from mcp_server.deliver.evidence.results import RunDir
 from mcp_server.deliver.evidence.schema import check
-from mcp_server.hosts.files import digests
 from mcp_server.deliver.evidence.sources import Problems, join_path, read_json
+from mcp_server.deliver.models import Found, make
+from mcp_server.errors import RgtError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.files import digests
 
 SCHEME = "canonical-json-sha256/v1"
 _PRUNABLE = ("qualitative/", "checkpoints/")
-_UNCERTIFIED = "run_modified: the run directory changed after it was recorded; the conditions of this number are uncertified"
+_UNCERTIFIED = ("run_modified: the run directory changed after it was recorded; the conditions of this number are "
+                "uncertified")
 
 
 async def check_runs(host: Host, ev: Evidence, runs: dict[str, RunDir], problems: Problems) -> list[Found]:
@@ -77,7 +78,7 @@ def _config_path(rd: RunDir, recorded: str) -> str:
 def _where(ev: Evidence, rd: RunDir) -> dict[str, Any]:
     rel = posixpath.relpath(rd.path, ev.root) if rd.path.startswith(ev.root + "/") else rd.path
     first = rd.rows[0] if rd.rows else None
-    return dict(file=rel, exp_id=first.exp_id if first else None, claim_id=first.claim_id if first else None)
+    return {"file": rel, "exp_id": first.exp_id if first else None, "claim_id": first.claim_id if first else None}
 
 
 def _check_one(ev: Evidence, rd: RunDir, prov: dict[str, Any], sums: dict[str, str | None]) -> list[Found]:
@@ -94,7 +95,8 @@ def _check_one(ev: Evidence, rd: RunDir, prov: dict[str, Any], sums: dict[str, s
         out.append(_modified(where, posixpath.basename(config), hi["config"]["sha256"], got))
     for rel, digest in sorted((prov.get("artifacts") or {}).items()):
         got = sums.get(posixpath.join(rd.path, rel))
-        if got is None and rel.startswith(_PRUNABLE) and rel != "checkpoints/best" and not rel.startswith("checkpoints/best/"):
+        best = rel == "checkpoints/best" or rel.startswith("checkpoints/best/")
+        if got is None and rel.startswith(_PRUNABLE) and not best:
             continue
         if got != digest:
             out.append(_modified(where, rel, digest, got))
@@ -144,8 +146,11 @@ def provenance_hash(hash_inputs: dict[str, Any]) -> str:
 
 async def _split_audit(host: Host, ev: Evidence, rd: RunDir, prov: dict[str, Any], problems: Problems) -> None:
     rel = prov["hash_inputs"]["data_hash"].get("split_manifest")
-    path = join_path(ev.root, rel) if rel else (posixpath.join(rd.exp_dir, "splits", "split_manifest.json") if rd.exp_dir else None)
-    if path is None:
+    if rel:
+        path = join_path(ev.root, rel)
+    elif rd.exp_dir:
+        path = posixpath.join(rd.exp_dir, "splits", "split_manifest.json")
+    else:
         return
     loaded = await read_json(host, path, "runs", problems, missing_ok=True)
     audit = loaded[0].get("audit") if loaded and isinstance(loaded[0], dict) else None

@@ -76,10 +76,10 @@ def _expected(error: ValidationError) -> str:
     v, value = error.validator, error.validator_value
     if v == "type":
         return "type " + (" or ".join(value) if isinstance(value, list) else str(value))
-    if v == "required":
+    if v == "required" and isinstance(value, list):
         missing = [k for k in value if isinstance(error.instance, dict) and k not in error.instance]
         return "property " + ", ".join(repr(k) for k in missing or value)
-    if v == "enum":
+    if v == "enum" and isinstance(value, list):
         return "one of " + ", ".join(json.dumps(x) for x in value)
     if v == "const":
         return "exactly " + json.dumps(value)
@@ -89,7 +89,8 @@ def _expected(error: ValidationError) -> str:
         sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[str(v)]
         return f"a number {sign} {value}"
     if v in ("minItems", "minLength", "minProperties"):
-        return f"at least {value} " + {"minItems": "item(s)", "minLength": "character(s)", "minProperties": "key(s)"}[str(v)]
+        unit = {"minItems": "item(s)", "minLength": "character(s)", "minProperties": "key(s)"}[str(v)]
+        return f"at least {value} {unit}"
     if v == "not":
         return "not " + json.dumps(value)[:80]
     return f"{v}: {json.dumps(value)[:80]}"

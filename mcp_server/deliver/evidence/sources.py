@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_server.errors import NotFoundError, RgtError
-from mcp_server.hosts.base import Host
-from mcp_server.globs import glob_regex
-from mcp_server.hosts.files import list_files, read_bytes
-from mcp_server.deliver.models import SCHEMA_RESOURCE, InputProblem
-from mcp_server.deliver.evidence.schema import load_json
 from mcp_server.deliver.documents.text import DOC_SUFFIXES
+from mcp_server.deliver.evidence.schema import load_json
+from mcp_server.deliver.models import SCHEMA_RESOURCE, InputKind, InputProblem
+from mcp_server.errors import NotFoundError, RgtError
+from mcp_server.globs import glob_regex
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.files import list_files, read_bytes
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_DOC_BYTES = 8 * 1024 * 1024
@@ -39,15 +39,16 @@ class Problems:
 
     items: list[InputProblem] = field(default_factory=list)
 
-    def add(self, input: str, path: str | None, code: str, message: str, **kw: Any) -> None:
+    def add(self, input: InputKind, path: str | None, code: str, message: str, **kw: Any) -> None:
         if code in ("schema", "invalid_json", "no_scalar_rows", "not_scalar", "duplicate_claim"):
             kw.setdefault("resource", SCHEMA_RESOURCE)
-        self.items.append(InputProblem(input=input, path=path, code=code, message=message, **kw))  # type: ignore[arg-type]
+        self.items.append(InputProblem(input=input, path=path, code=code, message=message, **kw))
 
-    def from_error(self, input: str, path: str | None, exc: BaseException, next_step: str | None = None) -> None:
+    def from_error(self, input: InputKind, path: str | None, exc: BaseException, next_step: str | None = None) -> None:
         if isinstance(exc, RgtError):
             msg = exc.message + (f" (observed: {exc.observed})" if exc.observed is not None else "")
-            self.add(input, path, exc.code, msg, next_step=next_step or exc.next_step)
+            # Problem codes are lower snake case like the ones set here (`not_found`, `schema`).
+            self.add(input, path, exc.code.lower(), msg, next_step=next_step or exc.next_step)
         else:
             self.add(input, path, "unreadable", f"{type(exc).__name__}: {exc}", next_step=next_step)
 
@@ -77,13 +78,13 @@ async def read_file(host: Host, path: str, max_bytes: int) -> bytes:
                        next_step="check the path and its permissions") from exc
 
 
-async def read_json(host: Host, path: str, what: str, problems: Problems,
+async def read_json(host: Host, path: str, what: InputKind, problems: Problems,
                     missing_ok: bool = False) -> tuple[Any, bytes] | None:
     """Parsed JSON and its bytes, or None with one problem recorded (or none if missing_ok)."""
     try:
         data = await read_file(host, path, MAX_JSON_BYTES)
     except RgtError as exc:
-        if missing_ok and exc.code == "not_found":
+        if missing_ok and isinstance(exc, NotFoundError):
             return None
         problems.from_error(what, path, exc)
         return None
@@ -154,7 +155,8 @@ async def _expand_one(host: Host, root: str, path: str) -> list[str]:
     return docs
 
 
-async def gather_bounded(items: list[str], one: Callable[[str], Awaitable[Any]], limit: int = _CONCURRENCY) -> list[Any]:
+async def gather_bounded(items: list[str], one: Callable[[str], Awaitable[Any]],
+                         limit: int = _CONCURRENCY) -> list[Any]:
     """Run `one` over items with at most `limit` in flight; results in item order."""
     sem = asyncio.Semaphore(limit)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from mcp_server.deliver.evidence.layer import Claim, Evidence, Row
-from mcp_server.deliver.matching.judge import OK
+from mcp_server.deliver.documents.tables import Tables
+from mcp_server.deliver.documents.text import Document
+from mcp_server.deliver.evidence.layer import Claim, Evidence
+from mcp_server.deliver.matching.judge import OK, Attribution, Judged
 from mcp_server.deliver.matching.match import Mention
 from mcp_server.deliver.models import Found, NumberRecord, Occurrence, make
-from mcp_server.deliver.documents.tables import Tables
-from mcp_server.deliver.documents.text import Doc
 
 _MAX_OCCURRENCES = 5
 _SINGLE_SEED = ("single seed", "single-seed", "one seed", "seeds=1", "seed=1", "1 seed", "n_seeds=1")
@@ -47,7 +47,7 @@ class Blocks:
     """The block a line belongs to, for the disclosure check: a table plus the 3 lines
     after it, a LaTeX table/figure environment with its caption, else the paragraph."""
 
-    def __init__(self, doc: Doc, tables: Tables) -> None:
+    def __init__(self, doc: Document, tables: Tables) -> None:
         self.doc = doc
         self.tables = tables
         self._cache: dict[int, tuple[int, int]] = {}
@@ -93,7 +93,7 @@ class Blocks:
         return a, b
 
 
-def disclosure_findings(attributed: list[tuple[Mention, Row, str]], blocks: dict[str, Blocks]) -> list[Found]:
+def disclosure_findings(attributed: list[Attribution], blocks: dict[str, Blocks]) -> list[Found]:
     """One disclosure_missing per (document, block, claim) whose caveat is not in the block."""
     out: list[Found] = []
     seen: set[tuple[str, tuple[int, int], str]] = set()
@@ -113,7 +113,7 @@ def disclosure_findings(attributed: list[tuple[Mention, Row, str]], blocks: dict
     return out
 
 
-def claim_findings(ev: Evidence, attributed: list[tuple[Mention, Row, str]], scanned: bool) -> list[Found]:
+def claim_findings(ev: Evidence, attributed: list[Attribution], scanned: bool) -> list[Found]:
     """claim_missing (in no document) and claim_unmapped (no paper anchor or code location)."""
     out: list[Found] = []
     present = {row.claim_id for _, row, _ in attributed}
@@ -123,23 +123,24 @@ def claim_findings(ev: Evidence, attributed: list[tuple[Mention, Row, str]], sca
         if scanned and claim.id not in present:
             out.append(make("claim_missing", claim_id=claim.id, file=_rel(ev),
                             note="no document prints any of this claim's numbers"))
-        lacking = [f for f, v in (("paper_anchor", claim.paper_anchor), ("repo_implementation", claim.repo_implementation)) if not v]
+        anchors = (("paper_anchor", claim.paper_anchor), ("repo_implementation", claim.repo_implementation))
+        lacking = [name for name, value in anchors if not value]
         if lacking:
             out.append(make("claim_unmapped", claim_id=claim.id, file=_rel(ev), kind=lacking[0],
                             json_path=f"$.claims[{claim.index}]", note="no " + " and no ".join(lacking)))
     return out
 
 
-def records(ev: Evidence, attributed: list[tuple[Mention, Row, str]], macro_names: dict[int, str]) -> list[NumberRecord]:
+def records(ev: Evidence, attributed: list[Attribution], macro_names: dict[int, str]) -> list[NumberRecord]:
     """The per-number status record of every evidence row."""
-    by_row: dict[int, list[tuple[Mention, str]]] = defaultdict(list)
+    by_row: dict[int, list[tuple[Mention, Judged]]] = defaultdict(list)
     for m, row, cat in attributed:
         by_row[row.id].append((m, cat))
     out = []
     for row in ev.rows:
         seen = sorted(by_row.get(row.id, []), key=lambda x: (x[0].doc.path, x[0].token.line, x[0].token.start))
         occ = [Occurrence(file=m.doc.path, line=m.token.line + 1, column=m.token.start + 1, text=m.token.text.strip(),
-                          category=c) for m, c in seen[:_MAX_OCCURRENCES]]  # type: ignore[arg-type]
+                          category=c) for m, c in seen[:_MAX_OCCURRENCES]]
         generated = [bool(m.token.macro or m.doc.generated) for m, _ in seen]
         disclosures = list(row.disclosures)
         typed = sorted({m.doc.path for (m, _), g in zip(seen, generated, strict=True) if not g})
@@ -148,7 +149,7 @@ def records(ev: Evidence, attributed: list[tuple[Mention, Row, str]], macro_name
                                + ("..." if len(typed) > 3 else "") + "; it will go stale silently (use render)")
         out.append(NumberRecord(
             claim_id=row.claim_id, exp_id=row.exp_id, metric=row.metric, split=row.split, value=row.value,
-            value_source=row.value_source, evidence_value=row.evidence_value,  # type: ignore[arg-type]
+            value_source=row.value_source, evidence_value=row.evidence_value,
             n=row.n, variance=row.variance, seeds=row.seeds, run=row.run, resolved_run_id=row.resolved_run_id,
             verified=row.claim.verified if row.claim and row.claim.verified is not None else "unknown",
             regenerable="unknown" if not seen else ("generated" if all(generated) else "transcribed"),

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-P = TypeVar("P")
+ItemT = TypeVar("ItemT")  # what one spelling was added with
+P = TypeVar("P")  # what a found phrase carries: the items of all its spellings, merged
 _WORD = re.compile(r"[^\W_]+")
 _SPLIT = re.compile(r"[\s_\-]+")
 
@@ -41,26 +42,26 @@ _MAX_VARIANTS = 32
 
 
 @dataclass(frozen=True, slots=True)
-class Hit(Generic[P]):
+class PhraseHit(Generic[P]):
     start: int
     end: int
     payload: P
 
 
-class PhraseIndex(Generic[P]):
+class PhraseIndex(Generic[ItemT, P]):
     """Whole-word, case-insensitive phrase finder; longest phrase wins at each position."""
 
     def __init__(self) -> None:
-        self._raw: dict[str, list[object]] = {}
+        self._raw: dict[str, list[ItemT]] = {}
         self._by_first: dict[str, list[tuple[int, dict[str, P]]]] = {}
         self._odd: list[tuple[str, P]] = []
 
-    def add(self, phrase: str, item: object) -> None:
+    def add(self, phrase: str, item: ItemT) -> None:
         key = phrase.strip().lower()
         if key:
             self._raw.setdefault(key, []).append(item)
 
-    def freeze(self, merge: Callable[[list[object]], P]) -> None:
+    def freeze(self, merge: Callable[[list[ItemT]], P]) -> None:
         """Group phrases by first word, then by length, so a probe is a few dict lookups."""
         buckets: dict[str, dict[int, dict[str, P]]] = {}
         for key, items in self._raw.items():
@@ -72,9 +73,9 @@ class PhraseIndex(Generic[P]):
                 self._odd.append((key, payload))
         self._by_first = {w: sorted(by_len.items(), key=lambda kv: -kv[0]) for w, by_len in buckets.items()}
 
-    def find(self, lower: str) -> list[Hit[P]]:
+    def find(self, lower: str) -> list[PhraseHit[P]]:
         """Non-overlapping occurrences in an already lower-cased line, left to right."""
-        hits: list[Hit[P]] = []
+        hits: list[PhraseHit[P]] = []
         blocked = 0
         by_first = self._by_first
         for m in _WORD.finditer(lower):
@@ -88,13 +89,13 @@ class PhraseIndex(Generic[P]):
                 e = s + length
                 payload = table.get(lower[s:e])
                 if payload is not None and (e >= len(lower) or not lower[e - 1].isalnum() or not lower[e].isalnum()):
-                    hits.append(Hit(s, e, payload))
+                    hits.append(PhraseHit(s, e, payload))
                     blocked = e
                     break
         for phrase, payload in self._odd:
             for m2 in re.finditer(re.escape(phrase), lower):
                 if _ends_word(lower, m2.end(), phrase) and not any(h.start <= m2.start() < h.end for h in hits):
-                    hits.append(Hit(m2.start(), m2.end(), payload))
+                    hits.append(PhraseHit(m2.start(), m2.end(), payload))
         if self._odd:
             hits.sort(key=lambda h: h.start)
         return hits
@@ -161,8 +162,14 @@ class NameEntry:
     context: NameEntry | None = None  # the same without aliases: what a caption may narrow by
 
 
-def merge_keywords(items: list[tuple[int, int, bool, bool]]) -> KeywordEntry:
-    """items: (row id or -1, strength, pseudo, delta). Keep the strongest of each kind."""
+# (row id or -1 for a builtin metric, strength, pseudo row, delta metric)
+KeywordItem = tuple[int, int, bool, bool]
+# (kind: alias, qualifier, claim or split:<name>; row id or -1 for no row)
+NameItem = tuple[str, int]
+
+
+def merge_keywords(items: list[KeywordItem]) -> KeywordEntry:
+    """Keep the strongest rows of each kind (evidence, pseudo)."""
     ev = [(s, r) for r, s, p, _ in items if r >= 0 and not p]
     ps = [(s, r) for r, s, p, _ in items if r >= 0 and p]
     top_ev = max((s for s, _ in ev), default=0)
@@ -178,8 +185,8 @@ def merge_keywords(items: list[tuple[int, int, bool, bool]]) -> KeywordEntry:
 SPLIT_WORDS: dict[str, tuple[str, ...]] = {"test": ("test",), "val": ("val", "validation", "dev")}
 
 
-def merge_names(items: list[tuple[str, int]]) -> NameEntry:
-    """items: (kind, row id); kind is alias, qualifier, claim, or split:<name> (row -1: no row)."""
+def merge_names(items: list[NameItem]) -> NameEntry:
+    """Row ids by kind; a split word also names its split."""
     by: dict[str, set[int]] = {"alias": set(), "qualifier": set(), "claim": set()}
     split = None
     for kind, row in items:
@@ -198,7 +205,11 @@ def lower_line(line: str) -> str:
     return low if len(low) == len(line) else "".join(c.lower() if len(c.lower()) == 1 else c for c in line)
 
 
-def add_all(index: PhraseIndex[P], phrases: Iterable[str], item: object) -> None:
+def add_all(index: PhraseIndex[ItemT, P], phrases: Iterable[str], item: ItemT) -> None:
     """Add one item under several spellings."""
     for phrase in phrases:
         index.add(phrase, item)
+
+
+KeywordIndex = PhraseIndex[KeywordItem, KeywordEntry]
+NameIndex = PhraseIndex[NameItem, NameEntry]

@@ -13,21 +13,37 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from mcp_server.deliver.evidence.layer import Evidence, Row
-from mcp_server.deliver.matching.index import BUILTIN_METRICS, SPLIT_WORDS, Hit, KeywordEntry, NameEntry, PhraseIndex, add_all, lower_line, merge_keywords, merge_names, metric_phrases, qualifiers, variants
 from mcp_server.deliver.documents.macros import MacroDef, uses
 from mcp_server.deliver.documents.tables import Cell, Tables
-from mcp_server.deliver.documents.text import Doc
+from mcp_server.deliver.documents.text import Document
 from mcp_server.deliver.documents.tokens import IGNORE, VALUE, Token, tokenize
+from mcp_server.deliver.evidence.layer import Evidence, Row
+from mcp_server.deliver.matching.index import (
+    BUILTIN_METRICS,
+    SPLIT_WORDS,
+    KeywordEntry,
+    KeywordIndex,
+    NameEntry,
+    NameIndex,
+    PhraseHit,
+    add_all,
+    lower_line,
+    merge_keywords,
+    merge_names,
+    metric_phrases,
+    qualifiers,
+    variants,
+)
 
 WINDOW = 80
 # A value claimed from before its keyword stands right before it, a unit at most between:
 # `31.50 dB PSNR`, `76.1% top-1 accuracy`, `0.912 SSIM`.
 _UNIT_GAP = re.compile(r"\s*(?:dB|db|%|pp|points?|pts)?\s*(?:of\s+|in\s+)?")
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\[]|\s*$)")
-_ABBREV = frozenset("vs e.g i.e al cf sec fig figs tab eq eqs approx resp no ref refs".split())
+_ABBREV = frozenset({
+    "vs", "e.g", "i.e", "al", "cf", "sec", "fig", "figs", "tab", "eq", "eqs", "approx", "resp", "no", "ref", "refs",
+})
 _LABEL_GAP = re.compile(r"\s*(?:dB|db|%)?\s*[(\[]?\s*")
 
 
@@ -35,7 +51,7 @@ _LABEL_GAP = re.compile(r"\s*(?:dB|db|%)?\s*[(\[]?\s*")
 class Mention:
     """A printed number attributed to a metric, with the rows it could be."""
 
-    doc: Doc
+    doc: Document
     line: int
     token: Token
     rows: tuple[int, ...]
@@ -48,24 +64,30 @@ class Mention:
     annotations: list[Token] = field(default_factory=list)
 
 
+# (evidence rows, results-only rows, why no row can be meant)
+Restricted = tuple[tuple[int, ...], tuple[int, ...], str | None]
+CellKeyword = tuple[PhraseHit[KeywordEntry] | None, tuple[int, ...], tuple[int, ...], str | None]
+
+
 @dataclass
 class Indexes:
     """The lookups one reconcile run shares across documents, with their caches."""
 
-    keywords: PhraseIndex[KeywordEntry]
-    names: PhraseIndex[NameEntry]
+    keywords: KeywordIndex
+    names: NameIndex
     rows: dict[int, Row]
     bound: dict[str, tuple[int, str]]  # render macro name -> (row id, part)
-    cells: dict[tuple[str, str, str], tuple[Any, ...]] = field(default_factory=dict)  # per header/label text
-    restricted: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...], str | None]] = field(default_factory=dict)
-    texts: dict[str, tuple[list[Hit[KeywordEntry]], list[Hit[NameEntry]]]] = field(default_factory=dict)
+    # per (header, labels, caption) text: the cell's keyword and the rows it narrows to
+    cells: dict[tuple[str, str, str], CellKeyword] = field(default_factory=dict)
+    restricted: dict[tuple[int, ...], Restricted] = field(default_factory=dict)
+    texts: dict[str, tuple[list[PhraseHit[KeywordEntry]], list[PhraseHit[NameEntry]]]] = field(default_factory=dict)
     quals: dict[int, int] = field(default_factory=dict)  # row id -> how many qualifier words it has
 
 
 def build_indexes(ev: Evidence, bound: dict[str, tuple[int, str]]) -> Indexes:
     """Keyword and name indexes over evidence rows, results-only rows and known metrics."""
-    kw: PhraseIndex[KeywordEntry] = PhraseIndex()
-    names: PhraseIndex[NameEntry] = PhraseIndex()
+    kw = KeywordIndex()
+    names = NameIndex()
     for row in ev.all_rows:
         exact, derived, delta = metric_phrases(row.metric)
         add_all(kw, exact, (row.id, 3, row.pseudo, delta))
@@ -83,13 +105,13 @@ def build_indexes(ev: Evidence, bound: dict[str, tuple[int, str]]) -> Indexes:
         kw.add(word, (-1, 0, False, False))
     for split, words in SPLIT_WORDS.items():
         add_all(names, words, (f"split:{split}", -1))
-    kw.freeze(merge_keywords)  # type: ignore[arg-type]
-    names.freeze(merge_names)  # type: ignore[arg-type]
+    kw.freeze(merge_keywords)
+    names.freeze(merge_names)
     quals = {r.id: len(qualifiers(r.metric)) + (1 if r.split in SPLIT_WORDS else 0) for r in ev.all_rows}
     return Indexes(kw, names, {r.id: r for r in ev.all_rows}, bound, quals=quals)
 
 
-def doc_mentions(doc: Doc, tables: Tables, macros: dict[str, MacroDef], idx: Indexes,
+def doc_mentions(doc: Document, tables: Tables, macros: dict[str, MacroDef], idx: Indexes,
                  defs: list[MacroDef]) -> tuple[list[Mention], int]:
     """All mentions of one document and how many numeric tokens it holds."""
     out: list[Mention] = []
@@ -122,7 +144,7 @@ def _has_digit(line: str) -> bool:
     return _DIGIT.search(line) is not None
 
 
-def _prose(doc: Doc, i: int, line: str, toks: list[Token], idx: Indexes) -> list[Mention]:
+def _prose(doc: Document, i: int, line: str, toks: list[Token], idx: Indexes) -> list[Mention]:
     for t in toks:
         t.line = i
     out: list[Mention] = []
@@ -149,9 +171,10 @@ def _prose(doc: Doc, i: int, line: str, toks: list[Token], idx: Indexes) -> list
     return out
 
 
-def _trailing_labels(line: str, toks: list[Token], names: list[Hit[NameEntry]]) -> dict[int, Hit[NameEntry]]:
+def _trailing_labels(line: str, toks: list[Token],
+                     names: list[PhraseHit[NameEntry]]) -> dict[int, PhraseHit[NameEntry]]:
     """Names printed right after a value (`31.42 (Ours)`) label that value, not the next."""
-    out: dict[int, Hit[NameEntry]] = {}
+    out: dict[int, PhraseHit[NameEntry]] = {}
     for t in toks:
         if t.role != VALUE:
             continue
@@ -179,8 +202,8 @@ def _clause_start(line: str, pos: int, ends: list[int]) -> int:
     return max(cut + 1, max((e for e in ends if e <= pos), default=0))
 
 
-def _forward(doc: Doc, i: int, line: str, k: Hit[KeywordEntry], stop: int, toks: list[Token],
-             names: list[Hit[NameEntry]], labels: dict[int, Hit[NameEntry]], idx: Indexes,
+def _forward(doc: Document, i: int, line: str, k: PhraseHit[KeywordEntry], stop: int, toks: list[Token],
+             names: list[PhraseHit[NameEntry]], labels: dict[int, PhraseHit[NameEntry]], idx: Indexes,
              out: list[Mention], ends: list[int]) -> None:
     label_ids = {id(h) for h in labels.values()}
     scope = _clause_start(line, k.start, ends)
@@ -207,8 +230,8 @@ def _forward(doc: Doc, i: int, line: str, k: Hit[KeywordEntry], stop: int, toks:
         scope = (label.end if label else t.end)
 
 
-def _look_back(doc: Doc, i: int, line: str, k: Hit[KeywordEntry], floor: int, toks: list[Token],
-               names: list[Hit[NameEntry]], idx: Indexes, out: list[Mention], ends: list[int]) -> None:
+def _look_back(doc: Document, i: int, line: str, k: PhraseHit[KeywordEntry], floor: int, toks: list[Token],
+               names: list[PhraseHit[NameEntry]], idx: Indexes, out: list[Mention], ends: list[int]) -> None:
     near = [t for t in toks if t.role == VALUE and not t.claimed and floor <= t.start and t.end <= k.start
             and _UNIT_GAP.fullmatch(line, t.end, k.start) and not (t.deltaish and not k.payload.delta)]
     if not near:
@@ -220,13 +243,13 @@ def _look_back(doc: Doc, i: int, line: str, k: Hit[KeywordEntry], floor: int, to
     t.claimed = True
 
 
-def _mention(doc: Doc, i: int, t: Token, k: Hit[KeywordEntry], scoped: list[Hit[NameEntry]],
+def _mention(doc: Document, i: int, t: Token, k: PhraseHit[KeywordEntry], scoped: list[PhraseHit[NameEntry]],
              idx: Indexes, percent_hint: bool = False, in_table: bool = False) -> Mention:
     rows, pseudo, miss = restrict(k.payload, [h.payload for h in scoped], idx)
     return Mention(doc, i, t, rows, pseudo, percent_hint=percent_hint, miss=miss, in_table=in_table)
 
 
-def restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> tuple[tuple[int, ...], tuple[int, ...], str | None]:
+def restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> Restricted:
     """Narrow a keyword's rows by the names in scope, kind by kind, never to nothing."""
     key = (id(entry), *(id(n) for n in names))
     got = idx.restricted.get(key)
@@ -235,7 +258,7 @@ def restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> tuple
     return got
 
 
-def _restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> tuple[tuple[int, ...], tuple[int, ...], str | None]:
+def _restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> Restricted:
     cands = set(entry.rows) | set(entry.pseudo)
     miss: str | None = None
     splits = {n.split for n in names if n.split}
@@ -259,7 +282,10 @@ def _restrict(entry: KeywordEntry, names: list[NameEntry], idx: Indexes) -> tupl
                 present[r] = present.get(r, 0) + 1
         full = {r for r in cands if present.get(r, 0) >= idx.quals.get(r, 0)}
         if full:
-            cands = full
+            # Among those, the most specific wins: `top1_acc (test)` is the test row, not
+            # also the row without a split whose (zero) qualifiers are trivially all printed.
+            most = max(idx.quals.get(r, 0) for r in full)
+            cands = {r for r in full if idx.quals.get(r, 0) == most}
     ev = tuple(sorted(r for r in cands if not idx.rows[r].pseudo))
     ps = tuple(sorted(r for r in cands if idx.rows[r].pseudo))
     return ev, ps, miss
@@ -279,7 +305,7 @@ def _attach_annotations(out: list[Mention], toks: list[Token]) -> None:
             t.claimed = True
 
 
-def _cells(doc: Doc, cells: list[Cell], idx: Indexes) -> list[Mention]:
+def _cells(doc: Document, cells: list[Cell], idx: Indexes) -> list[Mention]:
     out: list[Mention] = []
     by_row: dict[tuple[int, int], list[Mention]] = {}
     hinted: list[Cell] = []
@@ -300,7 +326,7 @@ def _cells(doc: Doc, cells: list[Cell], idx: Indexes) -> list[Mention]:
     return out
 
 
-def _cell_mention(doc: Doc, cell: Cell, idx: Indexes) -> Mention | None:
+def _cell_mention(doc: Document, cell: Cell, idx: Indexes) -> Mention | None:
     head = next((t for t in cell.tokens if t.role == VALUE), None)
     if head is None:
         return None
@@ -325,7 +351,7 @@ def _cell_mention(doc: Doc, cell: Cell, idx: Indexes) -> Mention | None:
     return m
 
 
-def _found(idx: Indexes, text: str) -> tuple[list[Hit[KeywordEntry]], list[Hit[NameEntry]]]:
+def _found(idx: Indexes, text: str) -> tuple[list[PhraseHit[KeywordEntry]], list[PhraseHit[NameEntry]]]:
     """Keyword and name hits of a header, label or caption text (these repeat a lot)."""
     got = idx.texts.get(text)
     if got is None:
@@ -334,7 +360,7 @@ def _found(idx: Indexes, text: str) -> tuple[list[Hit[KeywordEntry]], list[Hit[N
     return got
 
 
-def _cell_keyword(cell: Cell, idx: Indexes) -> Hit[KeywordEntry] | None:
+def _cell_keyword(cell: Cell, idx: Indexes) -> PhraseHit[KeywordEntry] | None:
     """The one metric a cell speaks of: from its header, else its row labels, else the caption."""
     for text in (cell.header, cell.labels, cell.scope):
         hits = _found(idx, text)[0]

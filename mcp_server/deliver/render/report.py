@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from mcp_server.deliver.models import ORDER, SEVERITY, FigureStatus, Found, InputProblem, NumberRecord, ReconcileReport, RenderedFile, Summary
+from mcp_server.deliver.models import (
+    ORDER,
+    SEVERITY,
+    FigureStatus,
+    Found,
+    InputProblem,
+    NumberRecord,
+    ReconcileReport,
+    RenderedFile,
+    Summary,
+)
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -30,18 +40,13 @@ def assemble(findings: list[Found], numbers: list[NumberRecord], problems: list[
     summary = Summary(clean=clean, counts={c: counts[c] for c in SEVERITY if counts[c]}, blocking=blocking,
                       disclose=disclose, documents=documents, numbers_seen=numbers_seen, mentions=mentions,
                       claims=claims, rows=rows, problems=len(problems))
-    listed: list[Found] | list[NumberRecord]
-    if view == "numbers":
-        listed = numbers
-    else:
-        listed = findings
-    limit = max(1, min(limit, MAX_LIMIT))
-    page = listed[offset:offset + limit]
-    nxt = offset + len(page) if offset + len(page) < len(listed) else None
+    total = len(numbers) if view == "numbers" else len(findings)
+    end = min(offset + max(1, min(limit, MAX_LIMIT)), total)
+    nxt = end if end < total else None
     return ReconcileReport(
         clean=clean, summary=summary, problems=problems,
-        findings=[f.model() for f in page] if view != "numbers" else [],  # type: ignore[union-attr]
-        numbers=page if view == "numbers" else [],  # type: ignore[arg-type]
-        figures=figures, rendered=rendered, total=len(listed), offset=offset, next_offset=nxt,
+        findings=[f.model() for f in findings[offset:end]] if view != "numbers" else [],
+        numbers=numbers[offset:end] if view == "numbers" else [],
+        figures=figures, rendered=rendered, total=total, offset=offset, next_offset=nxt,
         truncated=nxt is not None, evidence=evidence,
     )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from mcp_server.hosts.base import Host
+from mcp_server.hosts.base import CommandResult, Host
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
@@ -33,10 +33,13 @@ class AuditResult(BaseModel):
     gpus: list[GpuReport]
     round_trips: int = Field(description="remote round trips this audit used")
     duration_s: float
-    authoritative: bool = Field(description="false when the kernel log was unreadable (hardware checks incomplete)")
-    accrued_cost: str | None = Field(default=None, description="cost since first seen, from the inventory's hourly price")
+    authoritative: bool = Field(
+        description="false when the kernel log was unreadable (hardware checks incomplete)")
+    accrued_cost: str | None = Field(
+        default=None, description="cost since first seen, from the inventory's hourly price")
     live_runs: int | None = Field(default=None, description="runs alive under the durable root")
-    idle_warning: str | None = Field(default=None, description="the meter runs on a billed box with no live run and idle GPUs")
+    idle_warning: str | None = Field(
+        default=None, description="the meter runs on a billed box with no live run and idle GPUs")
 
 
 def idle_warning(spec: HostSpec, result: AuditResult) -> str | None:
@@ -105,6 +108,20 @@ async def audit(
     )
     started = time.time()
     res = await host.run(script, timeout=AUDIT_TIMEOUT_S)
+    facts = gather_facts(res, spec, plan, started, expect_gpu=expect_gpu, expect_files=expect_files,
+                         code_dir=code_dir)
+    result = judge(facts, started)
+    result.idle_warning = idle_warning(spec, result)
+    if ledger is not None:
+        record_audit(ledger, facts, result)
+    return result
+
+
+def gather_facts(
+    res: CommandResult, spec: HostSpec, plan: list[tuple[str, list[str]]], started: float, *,
+    expect_gpu: ExpectGpu | None, expect_files: dict[str, str], code_dir: str | None,
+) -> Facts:
+    """The probe's output parsed into the facts every check reads."""
     sections = parse_sections(res.text)
     mounts = parse_mounts(sections["mounts"].text if "mounts" in sections else "", plan)
     durable = next((m for m in mounts if "durable" in m.roles), None)
@@ -116,27 +133,41 @@ async def audit(
         probe_error="" if ident else f"exit {res.exit_status}: {res.err_text[-300:]}",
     )
     facts.load_gpus()
+    return facts
+
+
+def run_checks(facts: Facts) -> list[Check]:
+    """Every check over the facts, in the Phase-0 table's order."""
     checks: list[Check] = [fn(facts) for fn in (*SYSTEM_CHECKS, *GPU_CHECKS)]
-    for m in mounts:
+    for m in facts.mounts:
         checks += [a10_bytes(m), a11_inodes(m)]
     checks.sort(key=lambda c: (ORDER.index(c.id) if c.id in ORDER else 99))
+    return checks
+
+
+def judge(facts: Facts, started: float) -> AuditResult:
+    """The checks' verdicts and the box's summary as one result."""
+    checks = run_checks(facts)
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("PASS", "WARN", "FAIL", "SKIP")}
     verdict = max((c.status for c in checks), key=lambda s: SEVERITY[s], default="PASS")
-    result = AuditResult(
-        host=spec.name, profile=spec.profile.platform,
+    dmesg = facts.sec("dmesg")
+    live = facts.kv("runs").get("live", "")
+    return AuditResult(
+        host=facts.spec.name, profile=facts.spec.profile.platform,
         audited_at=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-        verdict="PASS" if verdict == "SKIP" else verdict, counts=counts, checks=checks, mounts=mounts,
+        verdict="PASS" if verdict == "SKIP" else verdict, counts=counts, checks=checks, mounts=facts.mounts,
         gpus=facts.gpu_reports(), round_trips=1, duration_s=round(time.time() - started, 3),
-        authoritative=sections.get("dmesg") is not None and sections["dmesg"].rc == 0,
-        live_runs=int(facts.kv("runs")["live"]) if facts.kv("runs").get("live", "").isdigit() else None,
+        authoritative=dmesg is not None and dmesg.rc == 0,
+        live_runs=int(live) if live.isdigit() else None,
     )
-    result.idle_warning = idle_warning(spec, result)
-    if ledger is not None:
-        cgroup = facts.kv("cgroup")
-        ledger.record("audit", host=spec.name, summary=f"{result.verdict} {counts}", data={
-            "verdict": result.verdict, "counts": counts,
-            "failed": [c.id for c in checks if c.status == "FAIL"],
-            "oom_kill": cgroup.get("oom_kill"), "uptime_s": facts.text("uptime").split()[:1],
-            "audited_at": result.audited_at,
-        })
-    return result
+
+
+def record_audit(ledger: Ledger, facts: Facts, result: AuditResult) -> None:
+    """The audit's verdict and baselines (OOM counter, uptime) in the ledger."""
+    cgroup = facts.kv("cgroup")
+    ledger.record("audit", host=result.host, summary=f"{result.verdict} {result.counts}", data={
+        "verdict": result.verdict, "counts": result.counts,
+        "failed": [c.id for c in result.checks if c.status == "FAIL"],
+        "oom_kill": cgroup.get("oom_kill"), "uptime_s": facts.text("uptime").split()[:1],
+        "audited_at": result.audited_at,
+    })

@@ -31,7 +31,8 @@ def _no_smi(f: Facts, cid: str, title: str) -> Check | None:
         sec = f.sec("gpu")
         why = _SMI_RC.get(sec.rc if sec else -1, "nvidia-smi listed no GPU")
     if f.expect_gpu is not None and cid == "A2":
-        return check(cid, title, "FAIL", f"{why}, but a GPU was expected ({f.expect_gpu.model_dump(exclude_none=True)})")
+        wanted = f.expect_gpu.model_dump(exclude_none=True)
+        return check(cid, title, "FAIL", f"{why}, but a GPU was expected ({wanted})")
     return check(cid, title, "SKIP", why)
 
 
@@ -104,13 +105,16 @@ def a4_triangle(f: Facts) -> Check:
     driver_cuda = f.perf_header.get("CUDA Version")
     probe = f.python_probe() or {}
     torch_cuda = probe.get("torch_cuda")
-    ev = f"driver {f.perf_header.get('Driver Version') or f.gpus[0].driver_version} supports CUDA {driver_cuda}; torch built for CUDA {torch_cuda}"
+    driver = f.perf_header.get("Driver Version") or f.gpus[0].driver_version
+    ev = f"driver {driver} supports CUDA {driver_cuda}; torch built for CUDA {torch_cuda}"
     pins = [line for line in f.text("pins").splitlines() if line.strip()]
     dv, tv = _version(driver_cuda), _version(torch_cuda)
     if dv and tv and tv > dv:
-        return check("A4", title, "FAIL", ev + "; the torch build needs a newer driver than the host has (the tenant cannot change the driver)")
+        return check("A4", title, "FAIL", ev + "; the torch build needs a newer driver than the host has "
+                     "(the tenant cannot change the driver)")
     if pins:
-        return check("A4", title, "WARN", ev + f"; requirements pin the framework ({pins[0][:120]}): installing them would replace the image's build")
+        return check("A4", title, "WARN", ev + f"; requirements pin the framework ({pins[0][:120]}): "
+                     "installing them would replace the image's build")
     if not driver_cuda or not torch_cuda:
         return check("A4", title, "WARN", ev + "; could not read both versions")
     return check("A4", title, "PASS", ev)
@@ -133,7 +137,8 @@ def a5_health(f: Facts) -> Check:
     dmon_rows = parse_dmon(f.text("dmon"))
     ev = f"max temperature {max(temps) if temps else '?'} C; dmon samples {dmon_rows}"
     if hot_slow:
-        return check("A5", title, "FAIL", "thermal throttling: " + "; ".join(hot_slow) + " (silent 25-40 % loss; re-rent)")
+        return check("A5", title, "FAIL",
+                     "thermal throttling: " + "; ".join(hot_slow) + " (silent 25-40 % loss; re-rent)")
     if hot:
         return check("A5", title, "WARN", "hot but clocks still high: " + "; ".join(hot))
     if dmon_rows == 0:
@@ -148,7 +153,8 @@ def a6_throttle(f: Facts) -> Check:
         return missing
     bad = [f"GPU {g.index}: {', '.join(g.active_throttle)}" for g in f.gpus if g.active_throttle]
     if bad:
-        return check("A6", title, "FAIL", "active: " + "; ".join(bad) + " (the tenant cannot fix cooling or power: re-rent)")
+        return check("A6", title, "FAIL",
+                     "active: " + "; ".join(bad) + " (the tenant cannot fix cooling or power: re-rent)")
     if "perf" not in f.sections or not f.text("perf").strip():
         return check("A6", title, "WARN", "no PERFORMANCE report")
     return check("A6", title, "PASS", f"no slowdown/thermal/power-brake reason active on {len(f.gpus)} GPU(s)")
@@ -161,12 +167,14 @@ def a7_xid(f: Facts) -> Check:
     dead = [(c, d) for c, d, _ in xids if c in DEAD_XIDS]
     if dead:
         c, d = dead[-1]
-        return check("A7", title, "FAIL", f"Xid {c} on {d}: {DEAD_XIDS[c]}; stop and re-rent a different box; do not debug code")
+        return check("A7", title, "FAIL",
+                     f"Xid {c} on {d}: {DEAD_XIDS[c]}; stop and re-rent a different box; do not debug code")
     if xids:
         codes = sorted({c for c, _, _ in xids})
         return check("A7", title, "WARN", f"Xid {codes} seen (usually application faults); last: {xids[-1][2][:160]}")
     if sec is None or sec.rc != 0:
-        return check("A7", title, "WARN", "dmesg is not readable here (needs root): this verdict is not authoritative; ask the operator")
+        return check("A7", title, "WARN", "dmesg is not readable here (needs root): "
+                     "this verdict is not authoritative; ask the operator")
     return check("A7", title, "PASS", "no NVRM Xid lines in dmesg")
 
 
@@ -177,7 +185,8 @@ def a7b_ecc(f: Facts) -> Check:
         return missing
     bad = [f"GPU {g.index}: {g.ecc_uncorrected}" for g in f.gpus if g.ecc_uncorrected]
     if bad:
-        return check("A7b", title, "FAIL", "uncorrected ECC errors: " + "; ".join(bad) + " (results from this GPU are suspect; re-rent)")
+        return check("A7b", title, "FAIL", "uncorrected ECC errors: " + "; ".join(bad)
+                     + " (results from this GPU are suspect; re-rent)")
     na_count = sum(1 for g in f.gpus if g.ecc_uncorrected is None)
     if na_count == len(f.gpus):
         return check("A7b", title, "SKIP", "ECC not reported ([N/A]: ECC disabled or unsupported, e.g. GeForce)")
@@ -205,7 +214,8 @@ def a8_zombies(f: Facts) -> Check:
                      "; ".join(findings) + ". Report only: killing a holder needs your explicit OK "
                      "(a holder in another container means restarting that container)")
     if hidden:
-        return check("A8", title, "WARN", "process ids are not visible from this container ([Not Supported]); cannot attribute VRAM")
+        return check("A8", title, "WARN",
+                     "process ids are not visible from this container ([Not Supported]); cannot attribute VRAM")
     devices = holders.get("devices", "")
     scope = "no /dev/nvidia* nodes visible" if not devices else f"{len(pids)} holder pid(s), all listed by nvidia-smi"
     return check("A8", title, "PASS", f"no invisible VRAM holder ({scope})")
@@ -233,9 +243,11 @@ def a28_container(f: Facts) -> Check:
         return check("A28", title, "SKIP", "not inside a container")
     gpu_ok = f.has_nvidia_smi and bool(f.gpus)
     if gpu_ok:
-        return check("A28", title, "PASS", f"inside a container ({marks[0][:60]}); nvidia-smi sees {len(f.gpus)} GPU(s)")
+        return check("A28", title, "PASS",
+                     f"inside a container ({marks[0][:60]}); nvidia-smi sees {len(f.gpus)} GPU(s)")
     if f.expect_gpu is not None:
-        return check("A28", title, "FAIL", f"inside a container ({marks[0][:60]}) with no GPU visible: start it with --gpus all and NVIDIA Container Toolkit >= 1.14")
+        return check("A28", title, "FAIL", f"inside a container ({marks[0][:60]}) with no GPU visible: "
+                     "start it with --gpus all and NVIDIA Container Toolkit >= 1.14")
     return check("A28", title, "SKIP", f"inside a container ({marks[0][:60]}); no GPU expected or visible")
 
 

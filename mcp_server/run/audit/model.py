@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 from mcp_server.hosts.base import parse_kv
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import reference_uri
-from mcp_server.run.audit.probe import Section
 from mcp_server.run.audit.nvidia import ComputeApp, Gpu, parse_apps, parse_clocks, parse_gpus, parse_performance
+from mcp_server.run.audit.probe import ProbeSection
 
 Status = Literal["PASS", "WARN", "FAIL", "SKIP"]
 SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
@@ -79,7 +79,7 @@ class Facts:
     """Parsed sections of one probe run, plus what the call asked for."""
 
     spec: HostSpec
-    sections: dict[str, Section]
+    sections: dict[str, ProbeSection]
     mounts: list[MountReport]
     durable_abs: str
     expect_gpu: ExpectGpu | None
@@ -92,7 +92,7 @@ class Facts:
     apps: list[ComputeApp] = field(default_factory=list)
     perf_header: dict[str, str] = field(default_factory=dict)
 
-    def sec(self, name: str) -> Section | None:
+    def sec(self, name: str) -> ProbeSection | None:
         return self.sections.get(name)
 
     def text(self, name: str) -> str:
@@ -110,9 +110,10 @@ class Facts:
         for line in reversed(self.text("python").splitlines()):
             if line.startswith("{"):
                 try:
-                    return json.loads(line)
+                    value = json.loads(line)
                 except json.JSONDecodeError:
                     return None
+                return value if isinstance(value, dict) else None
         return None
 
     def load_gpus(self) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# The exact queries the audit probe (scripts/audit_probe.sh) runs; the parsers below read their
+# output, and a test keeps the script and these strings in step.
 Q_GPU_FIELDS = (
     "index", "name", "uuid", "memory.total", "memory.used", "utilization.gpu",
     "temperature.gpu", "driver_version", "ecc.errors.uncorrected.volatile.total",

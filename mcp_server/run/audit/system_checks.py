@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.run.audit.model import Check, Facts, MountReport, check, gib, redact_url
+from mcp_server.run.audit.model import Check, Facts, MountReport, Status, check, gib, redact_url
 
 FULL_PCT, NEAR_PCT = 95.0, 85.0
 FLOOR_BYTES = 10 * 2**30
@@ -53,7 +53,8 @@ def a11_inodes(m: MountReport) -> Check:
     ev = (f"{m.path} on {m.mount_point}: inodes {m.inodes_used_pct:.0f}% used "
           f"({m.inodes_free} free of {m.inodes_total}); bytes {m.bytes_used_pct:.0f}% used")
     if (m.inodes_used_pct or 0) >= FULL_PCT:
-        return check("A11", title, "FAIL", ev + "; 'No space left on device' even though bytes look fine (many small files)", m.path)
+        return check("A11", title, "FAIL",
+                     ev + "; 'No space left on device' even though bytes look fine (many small files)", m.path)
     if (m.inodes_used_pct or 0) >= NEAR_PCT:
         return check("A11", title, "WARN", ev, m.path)
     return check("A11", title, "PASS", ev, m.path)
@@ -76,7 +77,8 @@ def a12_hogs(f: Facts) -> Check:
     ev = "; ".join(f"{p} {gib(b)}" for b, p in sorted(sizes, reverse=True))
     total = sum(b for b, _ in sizes)
     if root and root.bytes_total and total > 0.2 * root.bytes_total:
-        return check("A12", title, "WARN", ev + f"; caches are {total / root.bytes_total:.0%} of the system disk: move HF_HOME/PIP_CACHE_DIR to the data disk")
+        return check("A12", title, "WARN", ev + f"; caches are {total / root.bytes_total:.0%} of the system disk: "
+                     "move HF_HOME/PIP_CACHE_DIR to the data disk")
     return check("A12", title, "PASS", ev)
 
 
@@ -87,7 +89,8 @@ def a13_which_disk(f: Facts) -> Check:
     ev = "; ".join(rows)
     if (root and durable and root.mount_point != durable.mount_point and (root.bytes_used_pct or 0) >= 90
             and (durable.bytes_used_pct or 100) < 50):
-        return check("A13", title, "WARN", ev + "; the full disk is the system/container disk, not the data volume: caches likely fill it")
+        return check("A13", title, "WARN", ev + "; the full disk is the system/container disk, not the data volume: "
+                     "caches likely fill it")
     return check("A13", title, "PASS", ev)
 
 
@@ -99,9 +102,11 @@ def a14_cgroup_memory(f: Facts) -> Check:
     if not limit or not current.isdigit():
         return check("A14", title, "SKIP", "no cgroup memory files readable")
     if limit == "max" or not limit.isdigit() or int(limit) >= 2**60:
-        return check("A14", title, "PASS", f"no cgroup memory limit; host memory {gib(host_total)}; in use {gib(int(current))}")
+        return check("A14", title, "PASS",
+                     f"no cgroup memory limit; host memory {gib(host_total)}; in use {gib(int(current))}")
     lim, cur = int(limit), int(current)
-    ev = f"cgroup limit {gib(lim)}, in use {gib(cur)} ({cur / lim:.0%}); the host shows {gib(host_total)} (size workers by the limit)"
+    ev = (f"cgroup limit {gib(lim)}, in use {gib(cur)} ({cur / lim:.0%}); "
+          f"the host shows {gib(host_total)} (size workers by the limit)")
     if cur > 0.9 * lim:
         return check("A14", title, "WARN", ev + "; OOM-kill risk")
     return check("A14", title, "PASS", ev)
@@ -112,7 +117,8 @@ def a15_oom_history(f: Facts) -> Check:
     count = f.kv("cgroup").get("oom_kill", "")
     lines = [x for x in f.text("dmesg").splitlines() if "Killed process" in x or "Out of memory" in x]
     if count.isdigit() and int(count) > 0:
-        return check("A15", title, "WARN", f"oom_kill counter is {count} in this cgroup (baseline recorded; a later increase means a job was OOM-killed)")
+        return check("A15", title, "WARN", f"oom_kill counter is {count} in this cgroup "
+                     "(baseline recorded; a later increase means a job was OOM-killed)")
     if lines:
         return check("A15", title, "WARN", f"{len(lines)} OOM line(s) in dmesg; last: {lines[-1][:160]}")
     if not count.isdigit():
@@ -130,7 +136,8 @@ def a16_cpu_quota(f: Facts) -> Check:
         vcpus = int(quota[0]) / int(quota[1])
         ev = f"quota {vcpus:g} vCPU; nproc {nproc}; torch threads {threads}"
         if threads and threads > max(1.5 * vcpus, vcpus + 1):
-            return check("A16", title, "WARN", ev + f"; set OMP_NUM_THREADS/MKL_NUM_THREADS={max(1, int(vcpus))} at launch")
+            return check("A16", title, "WARN",
+                         ev + f"; set OMP_NUM_THREADS/MKL_NUM_THREADS={max(1, int(vcpus))} at launch")
         return check("A16", title, "PASS", ev)
     return check("A16", title, "PASS", f"no CPU quota; nproc {nproc}; torch threads {threads}")
 
@@ -142,7 +149,8 @@ def a17_shm(f: Facts) -> Check:
         return check("A17", title, "WARN", "/dev/shm not measurable: DataLoader workers may fail")
     ev = f"/dev/shm {gib(m.bytes_total)} ({m.bytes_used_pct:.0f}% used)"
     if m.bytes_total < SHM_MIN:
-        return check("A17", title, "WARN", ev + "; tiny (Docker default 64 MB): workers die with 'Bus error'; use --shm-size/--ipc=host or fewer workers")
+        return check("A17", title, "WARN", ev + "; tiny (Docker default 64 MB): workers die with 'Bus error'; "
+                     "use --shm-size/--ipc=host or fewer workers")
     return check("A17", title, "PASS", ev)
 
 
@@ -151,12 +159,14 @@ def a18_env_identity(f: Facts) -> Check:
     probe = f.python_probe()
     contract = f.spec.profile.env_contract
     if probe is None:
-        return check("A18", title, "WARN", f"no python ran ({contract}); name the interpreter (python argument or inventory)")
+        return check("A18", title, "WARN",
+                     f"no python ran ({contract}); name the interpreter (python argument or inventory)")
     exe = str(probe.get("executable"))
     env = ", ".join(f"{k}={v}" for k, v in f.kv("env").items() if k in ("CONDA_DEFAULT_ENV", "VIRTUAL_ENV"))
     ev = f"{exe} (Python {probe.get('version')}){'; ' + env if env else ''}; profile says {contract}"
     if contract == "project-env" and _CONDA_ROOT_PY.search(exe):
-        return check("A18", title, "FAIL", ev + ": this is the conda base interpreter; use the project env (…/envs/<project>/bin/python)")
+        return check("A18", title, "FAIL", ev + ": this is the conda base interpreter; "
+                     "use the project env (…/envs/<project>/bin/python)")
     return check("A18", title, "PASS", ev)
 
 
@@ -167,9 +177,11 @@ def a19_survival(f: Facts) -> Check:
     tier = prof.tier_for(f.durable_abs) or prof.tier_for(f.spec.durable_root)
     root = f.spec.durable_root
     if probe.startswith("write-failed"):
-        return check("A19", title, "FAIL", f"cannot create a file in {root}: {probe[13:200]} (full bytes/inodes or read-only)", root)
+        return check("A19", title, "FAIL",
+                     f"cannot create a file in {root}: {probe[13:200]} (full bytes/inodes or read-only)", root)
     if tier is None:
-        return check("A19", title, "WARN", f"{root} is on no tier listed in profile {prof.platform}; survival unknown", root)
+        return check("A19", title, "WARN",
+                     f"{root} is on no tier listed in profile {prof.platform}; survival unknown", root)
     park = next((a for a in prof.meter_actions if a.park), None)
     exists = "exists, write probe ok" if probe == "ok" else "does not exist yet (created at first launch)"
     ev = f"{root} -> tier {tier.name!r} ({tier.path}); {exists}"
@@ -188,11 +200,12 @@ def a20_same_fs(f: Facts) -> Check:
     if len(devs) < 2:
         return check("A20", title, "SKIP", "no export/ and export/.partial under the durable root yet")
     if devs[0][0] != devs[1][0]:
-        return check("A20", title, "FAIL", f"{devs[0][1]} (dev {devs[0][0]}) and {devs[1][1]} (dev {devs[1][0]}) differ: a rename becomes a copy, not a closure")
+        return check("A20", title, "FAIL", f"{devs[0][1]} (dev {devs[0][0]}) and {devs[1][1]} (dev {devs[1][0]}) "
+                     "differ: a rename becomes a copy, not a closure")
     return check("A20", title, "PASS", f"both on device {devs[0][0]}")
 
 
-def _proxy_verdict(env: dict[str, str], where: str) -> tuple[str, str]:
+def _proxy_verdict(env: dict[str, str], where: str) -> tuple[Status, str]:
     proxies = {k: redact_url(v) for k, v in env.items() if "proxy" in k.lower() and "no_proxy" not in k.lower() and v}
     if not proxies:
         return "PASS", f"{where}: no proxy set (no_proxy not needed)"
@@ -201,7 +214,9 @@ def _proxy_verdict(env: dict[str, str], where: str) -> tuple[str, str]:
     loop = [h for h in ("127.0.0.1", "localhost") if h not in low.split(",") or h not in up.split(",")]
     ev = f"{where}: proxy {sorted(proxies.items())}"
     if missing or loop:
-        return "WARN", ev + f"; {'missing ' + ', '.join(missing) if missing else ''} {'loopback not exempt: ' + ', '.join(loop) if loop else ''}".rstrip() + " (domestic mirrors and localhost would go through the proxy)"
+        gaps = f"; {'missing ' + ', '.join(missing) if missing else ''} "
+        gaps += f"{'loopback not exempt: ' + ', '.join(loop) if loop else ''}"
+        return "WARN", ev + gaps.rstrip() + " (domestic mirrors and localhost would go through the proxy)"
     return "PASS", ev + "; no_proxy and NO_PROXY exempt loopback"
 
 
@@ -217,7 +232,7 @@ def a22_proxy(f: Facts) -> Check:
         ev += "; " + hev
         if "network_turbo" in hook and not f.text("turbo").strip():
             status, ev = "WARN", ev + "; /etc/network_turbo is missing (the profile expects it)"
-    return check("A22", title, status, ev + (f"; {mirrors}" if mirrors else ""))  # type: ignore[arg-type]
+    return check("A22", title, status, ev + (f"; {mirrors}" if mirrors else ""))
 
 
 def a24_reboot(f: Facts) -> Check:
@@ -228,7 +243,8 @@ def a24_reboot(f: Facts) -> Check:
         return check("A24", title, "SKIP", "no /proc/uptime")
     ev = f"up {up / 3600:.1f} h"
     if up < RECENT_BOOT_S:
-        return check("A24", title, "WARN", ev + ": rebooted recently; detached jobs from before the boot are gone (not OOM unless dmesg says so)")
+        return check("A24", title, "WARN", ev + ": rebooted recently; detached jobs from before the boot are gone "
+                     "(not OOM unless dmesg says so)")
     return check("A24", title, "PASS", ev)
 
 
@@ -250,7 +266,8 @@ def a25_tools(f: Facts) -> Check:
 def a26_deployed(f: Facts) -> Check:
     title = "code actually deployed on the box"
     if not f.expect_files:
-        return check("A26", title, "SKIP", "no expect_files given (map box paths to the sha256 of your local copy to check)")
+        return check("A26", title, "SKIP",
+                     "no expect_files given (map box paths to the sha256 of your local copy to check)")
     seen = {}
     for line in f.text("hashes").splitlines():
         digest, _, path = line.partition(" ")
@@ -277,7 +294,8 @@ def a27_crlf(f: Facts) -> Check:
     bad = [line.split("\t", 1) for line in text.splitlines() if "\t" in line]
     scanned = f.kv("crlf").get("scanned", "0")
     if bad:
-        return check("A27", title, "FAIL", f"{len(bad)} script(s) with CRLF, e.g. {bad[0][1]} ({bad[0][0]} lines): fix with sed -i 's/\\r$//' and .gitattributes '*.sh text eol=lf'")
+        return check("A27", title, "FAIL", f"{len(bad)} script(s) with CRLF, e.g. {bad[0][1]} ({bad[0][0]} lines): "
+                     "fix with sed -i 's/\\r$//' and .gitattributes '*.sh text eol=lf'")
     return check("A27", title, "PASS", f"{scanned} .sh file(s) scanned, none with CRLF")
 
 

@@ -1,21 +1,25 @@
-"""list_runs: the runs on a box, read from its run directories (the source of truth), with
-the ledger reconciled against what the box says, plus the cost meter."""
+"""list_runs: the runs on a box, as each engine lists them from the run directories (the source
+of truth), with the ledger reconciled against what the box says, plus the cost meter."""
 
 from __future__ import annotations
 
-import base64
-import json
+import asyncio
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
+from mcp_server import scripts
 from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.run.audit.nvidia import Q_GPU_FIELDS, Gpu, parse_gpus
+from mcp_server.run.jobs.engines import ENGINES
+from mcp_server.run.jobs.engines.base import ListedRun
+from mcp_server.run.jobs.rundir import RunOutputs, RunStatus
+from mcp_server.run.jobs.status import RunState
 from mcp_server.run.teardown.cost import accrued
-from mcp_server.run.audit.nvidia import Q_GPU, Gpu, parse_gpus
-from mcp_server.run.jobs.rundir import RunOutputs, RunPaths, RunStatus
-from mcp_server.run.jobs.status import STATE_FUNCS, parse_state
 
 MAX_RUNS = 200
 TERMINAL = ("succeeded", "failed", "lost")
@@ -31,7 +35,8 @@ class RunSummary(BaseModel):
     log_size: int | None = None
     seconds_since_write: float | None = None
     in_ledger: bool = Field(description="false: launched by another server or ledger")
-    ended_at: float | None = Field(default=None, description="epoch seconds the run ended (exit file, else last log write)")
+    ended_at: float | None = Field(
+        default=None, description="epoch seconds the run ended (exit file, else last log write)")
     outputs: RunOutputs | None = None
 
 
@@ -44,52 +49,52 @@ class HostRuns(BaseModel):
     idle_warning: str | None = None
 
 
-def _script(spec: HostSpec) -> str:
-    runs = RunPaths(spec.durable_root, "x").runs
-    return f"""{STATE_FUNCS}
-printf 'now=%(%s)T\\n' -1
-command -v nvidia-smi >/dev/null 2>&1 && {Q_GPU} 2>/dev/null | sed 's/^/gpu=/'
-[ -d {runs} ] || exit 0
-ls -1 {runs} 2>/dev/null | grep -v '^queue-' | tail -n {MAX_RUNS} | while IFS= read -r r; do
-  d={runs}/"$r"; [ -f "$d/run.json" ] || continue
-  printf 'run=%s\\t%s\\t%s\\n' "$r" "$(rgt_state "$d" | tr '\\t' '|')" "$(head -c 65536 "$d/run.json" | base64 | tr -d '\\n')"
-done
-"""
+def run_hosts(ledger: Ledger, inventory: Iterable[str]) -> list[str]:
+    """Every host runs may be on: local, the inventory, and every host the ledger launched on."""
+    return sorted({"local", *inventory, *(e.host for e in ledger.events("launch", limit=10000) if e.host)})
 
 
-def _summary(run_id: str, state_line: str, record_b64: str, now: float, known: set[str]) -> RunSummary:
-    state = parse_state(state_line.replace("|", "\t"))
-    try:
-        rec = json.loads(base64.b64decode(record_b64))
-    except ValueError:
-        rec = {}
-    started = rec.get("started_at")
-    return RunSummary(
-        run_id=run_id, name=rec.get("name"), status=state.status, exit_code=state.exit_code,
-        started_at_utc=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds") if started else None,
-        command=(rec.get("command") or "")[:200] or None, log_size=state.log_size,
-        seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run_id in known,
-        ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
-        outputs=RunOutputs.model_validate(rec["outputs"]) if rec.get("outputs") else None,
-    )
-
-
-async def list_runs(host: Host, spec: HostSpec, ledger: Ledger) -> HostRuns:
-    res = await host.run(_script(spec), timeout=25)
-    res.check("listing runs")
-    launched = {e.run_id for e in ledger.events("launch", host=spec.name, limit=10000) if e.run_id}
-    now, runs = 0.0, []
-    gpus: list[Gpu] = []
+async def _box_now(host: Host) -> tuple[float, list[Gpu]]:
+    """The box's clock and its GPUs, for ages and the idle-meter warning."""
+    res = await host.run(scripts.command_words("job_box_now", quote(",".join(Q_GPU_FIELDS))), timeout=25)
+    res.check("reading the box's clock and GPUs")
+    now, gpus = 0.0, []
     for line in res.text.splitlines():
         key, _, value = line.partition("=")
         if key == "now":
             now = float(value)
         elif key == "gpu":
             gpus += parse_gpus(value)[0]
-        elif key == "run":
-            parts = value.split("\t")
-            if len(parts) == 3:
-                runs.append(_summary(parts[0], parts[1], parts[2], now, launched))
+    return now, gpus
+
+
+async def _engine_runs(host: Host, spec: HostSpec) -> list[tuple[ListedRun, RunState]]:
+    """Each engine lists its runs, then reads their states in one round trip; the last MAX_RUNS by id."""
+    engines = list(ENGINES.values())
+    listed = await asyncio.gather(*(e.list(host, spec.durable_root, MAX_RUNS) for e in engines))
+    states = await asyncio.gather(*(e.status(host, [r.run_dir for r in runs]) for e, runs in zip(engines, listed,
+                                                                                                  strict=True)))
+    pairs = [pair for runs, st in zip(listed, states, strict=True) for pair in zip(runs, st, strict=True)]
+    return sorted(pairs, key=lambda pair: pair[0].run_id)[-MAX_RUNS:]
+
+
+def _summary(run: ListedRun, state: RunState, now: float, known: set[str]) -> RunSummary:
+    rec = run.record
+    return RunSummary(
+        run_id=run.run_id, name=rec.name, status=state.status, exit_code=state.exit_code,
+        started_at_utc=datetime.fromtimestamp(rec.started_at, UTC).isoformat(timespec="seconds")
+        if rec.started_at else None,
+        command=(rec.command or "")[:200] or None, log_size=state.log_size,
+        seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
+        ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
+        outputs=rec.outputs,
+    )
+
+
+async def list_runs(host: Host, spec: HostSpec, ledger: Ledger) -> HostRuns:
+    (now, gpus), owned = await asyncio.gather(_box_now(host), _engine_runs(host, spec))
+    launched = {e.run_id for e in ledger.events("launch", host=spec.name, limit=10000) if e.run_id}
+    runs = [_summary(run, state, now, launched) for run, state in owned]
     _record_transitions(ledger, spec, runs)
     on_box = {r.run_id for r in runs}
     live = sum(1 for r in runs if r.status in ("running", "queued"))

@@ -6,8 +6,6 @@ never ends inside a UTF-8 character, so consecutive calls lose and duplicate not
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import secrets as _secrets
 from datetime import UTC, datetime
@@ -16,12 +14,14 @@ from pydantic import BaseModel, Field
 
 from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
-from mcp_server.hosts.commands import path_word
+from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.redact import Redactor
-from mcp_server.run.jobs.rundir import RunPaths, check_run_id
+from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.rundir import RunRecordSummary, check_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import STATE_FUNCS, RunState, lost_evidence, parse_state
+from mcp_server.run.jobs.status import RunState, lost_evidence, parse_state
+from mcp_server.settings import OUTPUT_CAP_BYTES
 
 MAX_WINDOW = 256 * 1024
 SIGNATURE_TAIL = 64 * 1024
@@ -60,30 +60,9 @@ def utf8_safe_len(data: bytes) -> int:
 
 
 def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str) -> str:
-    start = "$(( size > mb ? size - mb : 0 ))" if offset is None else str(int(offset))
-    state = ""
-    if run_dir_word:
-        state = (f'[ -d {run_dir_word} ] || {{ echo RGT-NORUN; exit 0; }}; st=$(rgt_state {run_dir_word}); printf "state=%s\\n" "$(printf %s "$st" | tr "\\t" "|")"; '
-                 f'case "$st" in gone*) rgt_lost_facts {run_dir_word};; esac; '
-                 f'printf "runjson=%s\\n" "$(head -c 65536 {run_dir_word}/run.json 2>/dev/null | base64 | tr -d "\\n")"')
-    return f"""{STATE_FUNCS}
-f={log_word}
-{state}
-sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || {{ echo RGT-NOLOG; exit 0; }}
-size=${{sm% *}}
-printf 'size=%s\\nmtime=%s\\nnow=%(%s)T\\n' "$size" "${{sm#* }}" -1
-mb={int(max_bytes)}; start={start}
-if [ "$start" -gt "$size" ]; then echo reset=1; start=0; fi
-len=$(( size - start < mb ? size - start : mb ))
-printf 'start=%s\\nlen=%s\\n' "$start" "$len"
-rd() {{ dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
-  || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }}
-printf '@@W{nonce}\\n'; [ "$len" -gt 0 ] && rd "$start" "$len"
-printf '@@T{nonce}\\n'
-ts=$(( size > {SIGNATURE_TAIL} ? size - {SIGNATURE_TAIL} : 0 ))
-if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi
-printf '@@E{nonce}\\n'
-"""
+    start = "" if offset is None else str(int(offset))
+    return job_script("job_tail", log_word, run_dir_word or quote(""), quote(start), quote(str(int(max_bytes))),
+                      quote(nonce), quote(str(SIGNATURE_TAIL)))
 
 
 def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
@@ -105,7 +84,7 @@ def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
 
 async def tail_logs(
     host: Host, spec: HostSpec, *, redactor: Redactor, run_id: str | None = None, path: str | None = None,
-    offset: int | None = None, max_bytes: int = 16 * 1024, lines: int | None = None,
+    offset: int | None = None, max_bytes: int = OUTPUT_CAP_BYTES, lines: int | None = None,
     stall_s: float = DEFAULT_STALL_S,
 ) -> TailResult:
     """Read a run's log (or any log path) incrementally, with status and signatures."""
@@ -115,7 +94,7 @@ async def tail_logs(
         raise InputError("max_bytes out of range", observed=max_bytes, expected=f"1..{MAX_WINDOW}")
     if offset is not None and offset < 0:
         raise InputError("offset must be >= 0", observed=offset)
-    run_dir = RunPaths(spec.durable_root, check_run_id(run_id)).dir if run_id else None
+    run_dir = path_word(run_dir_path(spec.durable_root, check_run_id(run_id)), "run dir") if run_id else None
     log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
     nonce = _secrets.token_hex(8)
     res = await host.run(_script(log_word, run_dir, None if (lines or offset is None) else offset,
@@ -133,12 +112,8 @@ async def tail_logs(
 
 def _learn_secrets(runjson_b64: str, redactor: Redactor) -> None:
     """A new server instance redacts the run's secrets too: their names are in run.json."""
-    try:
-        names = json.loads(base64.b64decode(runjson_b64)).get("secret_env_names", [])
-    except (ValueError, AttributeError):
-        return
-    for n in names:
-        if isinstance(n, str) and n in os.environ:
+    for n in RunRecordSummary.from_base64(runjson_b64).secret_env_names:
+        if n in os.environ:
             redactor.add(os.environ[n])
 
 
@@ -154,7 +129,7 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], w
     next_offset = start + len(window)
     state = None
     if run_id is not None and "state" in kv:
-        state = parse_state(kv["state"].replace("|", "\t"))
+        state = parse_state(kv["state"])
         if state.status == "lost":
             state.evidence += lost_evidence(kv, [x for x in kv.get("_dmesg", "").splitlines() if x])
     mtime, now = float(kv.get("mtime", "0") or 0), float(kv.get("now", "0") or 0)

@@ -1,7 +1,7 @@
 """The run directory on the box: the source of truth for a detached job.
 
 <durable_root>/.rgt/
-  runs/<run_id>/   run.json  wrapper.sh  cmd.sh  env.sh  log  pid  boot_id  oom_base
+  runs/<run_id>/   run.json  wrapper.sh  cmd.sh  env.sh  workdir  log  pid  boot_id  oom_base
                    exit_code  ended_at  (both written by the wrapper, tmp + rename)
   names/<name>     the run id last launched under that name
   locks/<name>/    held while a launch of that name is in progress (mkdir is atomic)
@@ -9,16 +9,20 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 import secrets
 import time
-from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_server.errors import InputError
-from mcp_server.hosts.commands import check_name, path_word
+from mcp_server import scripts
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import path_word
 
 RunStatus = Literal["queued", "running", "succeeded", "failed", "lost", "unknown"]
 Backend = Literal["shell", "tmux"]
@@ -37,33 +41,14 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-@dataclass(frozen=True)
-class RunPaths:
-    """Where a run's files live on its box (shell words, already quoted)."""
+def runs_dir_path(durable_root: str) -> str:
+    """The box path (absolute or ~/...) of the dir that holds every run dir."""
+    return f"{durable_root.rstrip('/')}/.rgt/runs"
 
-    durable_root: str
-    run_id: str
 
-    @property
-    def base(self) -> str:
-        return path_word(self.durable_root.rstrip("/") + "/.rgt", "durable root")
-
-    @property
-    def runs(self) -> str:
-        return f"{self.base}/runs"
-
-    @property
-    def dir(self) -> str:
-        return f"{self.base}/runs/{check_run_id(self.run_id)}"
-
-    def file(self, name: str) -> str:
-        return f"{self.dir}/{name}"
-
-    def name_file(self, name: str) -> str:
-        return f"{self.base}/names/{check_name(name, 'run name')}"
-
-    def lock_dir(self, name: str) -> str:
-        return f"{self.base}/locks/{check_name(name, 'run name')}"
+def run_dir_path(durable_root: str, run_id: str) -> str:
+    """The box path of one run's dir, as shown to the user and passed to engines."""
+    return f"{runs_dir_path(durable_root)}/{run_id}"
 
 
 class RunOutputs(BaseModel):
@@ -95,4 +80,73 @@ class RunRecord(BaseModel):
     outputs: RunOutputs | None = None
     server_version: str
 
-    model_config = {"populate_by_name": True}
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class RunRecordSummary(BaseModel):
+    """What list_runs and tail_logs read from any run.json, also one written by hand or by
+    another version: every field optional; a file that does not parse reads as empty."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    command: str | None = None
+    started_at: float | None = None
+    secret_env_names: list[str] = Field(default_factory=list)
+    outputs: RunOutputs | None = None
+
+    @classmethod
+    def from_base64(cls, text: str) -> RunRecordSummary:
+        """run.json as base64; a field with the wrong shape reads as missing, the others stay."""
+        try:
+            data = json.loads(base64.b64decode(text))
+        except (ValueError, binascii.Error):
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            wrong = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            return cls.model_validate({k: v for k, v in data.items() if k not in wrong})
+
+
+_NO_FILE = 3  # job_read_record.sh: the file does not exist
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    """Which fields are missing and which have the wrong shape, in one line."""
+    missing = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing" and e["loc"]]
+    wrong = [f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors() if e["type"] != "missing"]
+    parts = ([f"missing fields: {', '.join(missing)}"] if missing else []) + wrong[:5]
+    return "; ".join(parts)
+
+
+async def read_run_record(host: Host, durable_root: str, run_id: str) -> RunRecord:
+    """The run.json of one run, validated; a clear error when it is missing, not JSON, or
+    not a run record."""
+    shown = f"{run_dir_path(durable_root, check_run_id(run_id))}/run.json"
+    res = await host.run(scripts.command_words("job_read_record", path_word(shown, "run.json")), timeout=20)
+    if res.exit_status == _NO_FILE:
+        raise NotFoundError(f"no run {run_id} on this box: {shown} does not exist", host=host.name,
+                            path=shown, next_step="list_runs shows the runs on the box")
+    res.check(f"reading {shown}")
+    try:
+        return RunRecord.model_validate_json(res.stdout)
+    except ValidationError as exc:
+        problem = ("is not valid JSON" if exc.errors()[0]["type"] == "json_invalid"
+                   else "is not a run record (written by hand, or damaged)")
+        raise InputError(
+            f"run.json of run {run_id} {problem}", host=host.name, path=shown, observed=_validation_summary(exc),
+            expected="the run.json launch_detached wrote (schema remote-gpu-trainer/run/v1)",
+            next_step="restore the file or relaunch the run; verify_artifacts also takes root and roster directly",
+        ) from None
+
+
+async def declared_outputs(host: Host, durable_root: str, run_id: str) -> RunOutputs:
+    """The outputs a run declared at launch (its run.json): what verify_artifacts pulls by default."""
+    record = await read_run_record(host, durable_root, run_id)
+    if record.outputs is None:
+        raise InputError(f"run {run_id} declared no outputs", host=host.name,
+                         next_step="pass root and roster (the files that must exist)")
+    return record.outputs

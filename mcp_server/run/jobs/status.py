@@ -7,45 +7,26 @@ queued     waiting in an on-box queue whose runner is alive
 lost       no live process and no exit file: killed hard, OOM-killed with the wrapper, or the
            box rebooted; `evidence` says which facts point where
 unknown    the box could not be reached: a transport failure proves nothing about the job
+
+On the box, `rgt_state` (scripts/job_state.sh) prints the state line; `StateLine` is the one
+place that reads or writes it.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from pydantic import BaseModel, Field
 
+from mcp_server import scripts
 from mcp_server.run.jobs.rundir import RunStatus
 
-# Shell functions shared by every script that reads run state. $1 = absolute run dir.
-STATE_FUNCS = r"""
-rgt_oom() { rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
-  for f in "/sys/fs/cgroup$rel/memory.events" /sys/fs/cgroup/memory.events; do
-    [ -f "$f" ] && { sed -n 's/^oom_kill //p' "$f"; return; }; done
-  sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null; }
-rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
-  [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 1
-  st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "${st#Z}" = "$st" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
-rgt_state() { d=$1
-  lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
-  if [ -f "$d/exit_code" ]; then
-    printf 'exited\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code")" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
-  pid=$(cat "$d/pid" 2>/dev/null)
-  if rgt_alive "$d" "$pid" "$d/wrapper.sh"; then printf 'alive\t%s\t-\t%s\t%s\n' "$pid" "$lsz" "$lmt"; return; fi
-  if [ -z "$pid" ] && [ -f "$d/queued" ]; then
-    q=$(cat "$d/queued"); qd=$(dirname "$d")/$q
-    if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s\n' "$q" "$lsz" "$lmt"; return; fi
-  fi
-  printf 'gone\t%s\t-\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt"; }
-rgt_lost_facts() { d=$1
-  printf 'boot_then=%s\nboot_now=%s\n' "$(cat "$d/boot_id" 2>/dev/null)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
-  printf 'oom_then=%s\noom_now=%s\n' "$(cat "$d/oom_base" 2>/dev/null)" "$(rgt_oom)"
-  printf 'uptime=%s\nnow=%s\n' "$(cut -d' ' -f1 /proc/uptime)" "$(date +%s)"
-  printf 'started=%s\n' "$(stat -c %Y "$d/pid" 2>/dev/null || stat -c %Y "$d/run.json" 2>/dev/null)"
-  pid=$(cat "$d/pid" 2>/dev/null)
-  [ -n "$pid" ] && dmesg 2>/dev/null > "$d/.dmesg.$$" && { grep -E "Killed process $pid[^0-9]|oom-kill.*pid=$pid[^0-9]" "$d/.dmesg.$$" | tail -n 3 | sed 's/^/dmesg=/'; }
-  rm -f -- "$d/.dmesg.$$"; return 0; }
-"""
+# The shell functions every script that reads run state is prepended with. $1 = absolute run dir.
+STATE_FUNCS = scripts.load("job_state")
+
+_FIELD_SEPARATOR = re.compile(r"[\t|]")
+_NONE = "-"
 
 
 class RunState(BaseModel):
@@ -58,30 +39,62 @@ class RunState(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="the facts the status rests on")
 
 
-def _num(v: str) -> float | None:
+def _num(v: str | None) -> float | None:
     try:
-        return float(v)
+        return float(v) if v is not None else None
     except ValueError:
         return None
 
 
-def parse_state(line: str) -> RunState:
-    """One `rgt_state` line -> RunState (without lost-cause evidence)."""
-    parts = (line.rstrip("\n").split("\t") + ["-"] * 5)[:5]
-    kind, a, b, size, mtime = parts
-    common = {"log_size": int(size) if size.isdigit() else None, "log_mtime": _num(mtime)}
-    if kind == "exited" and a.strip().lstrip("-").isdigit():
-        code = int(a)
-        return RunState(status="succeeded" if code == 0 else "failed", exit_code=code, ended_at=_num(b),
-                        evidence=[f"exit_code file says {code}"], **common)
-    if kind == "alive":
-        return RunState(status="running", pid=int(a), evidence=[f"wrapper pid {a} is alive"], **common)
-    if kind == "queued":
-        return RunState(status="queued", evidence=[f"waiting in queue {a}, whose runner is alive"], **common)
-    pid = int(a) if a.isdigit() else None
-    return RunState(status="lost", pid=pid,
-                    evidence=[f"no live wrapper process{f' (pid {pid})' if pid else ''} and no exit_code file"],
-                    **common)
+def _field(v: str) -> str | None:
+    v = v.strip()
+    return None if v in ("", _NONE) else v
+
+
+@dataclass(frozen=True)
+class StateLine:
+    """One `rgt_state` line: kind (exited, alive, queued, gone), then the exit code, wrapper pid
+    or queue id, ended_at, log size and log mtime; tab-separated, or `|`-separated where a
+    script carries it inside a key=value line. "-" stands for a missing field."""
+
+    kind: str
+    detail: str | None = None
+    ended_at: str | None = None
+    log_size: str | None = None
+    log_mtime: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> StateLine:
+        parts = [_field(p) for p in _FIELD_SEPARATOR.split(text.strip("\r\n"))]
+        kind, detail, ended_at, log_size, log_mtime = (parts + [None] * 5)[:5]
+        return cls(kind or "", detail, ended_at, log_size, log_mtime)
+
+    def format(self) -> str:
+        fields = (self.kind, self.detail, self.ended_at, self.log_size, self.log_mtime)
+        return "\t".join(_NONE if f is None else f for f in fields)
+
+    def to_state(self) -> RunState:
+        """The status this line proves (a lost run's causes come from `lost_evidence`)."""
+        detail = self.detail or ""
+        size = self.log_size or ""
+        common = {"log_size": int(size) if size.isdigit() else None, "log_mtime": _num(self.log_mtime)}
+        if self.kind == "exited" and detail.lstrip("-").isdigit():
+            code = int(detail)
+            return RunState(status="succeeded" if code == 0 else "failed", exit_code=code,
+                            ended_at=_num(self.ended_at), evidence=[f"exit_code file says {code}"], **common)
+        if self.kind == "alive" and detail.isdigit():
+            return RunState(status="running", pid=int(detail), evidence=[f"wrapper pid {detail} is alive"], **common)
+        if self.kind == "queued":
+            return RunState(status="queued", evidence=[f"waiting in queue {detail}, whose runner is alive"], **common)
+        pid = int(detail) if detail.isdigit() else None
+        return RunState(status="lost", pid=pid,
+                        evidence=[f"no live wrapper process{f' (pid {pid})' if pid else ''} and no exit_code file"],
+                        **common)
+
+
+def parse_state(text: str) -> RunState:
+    """One state line as the box printed it -> RunState (without lost-cause evidence)."""
+    return StateLine.parse(text).to_state()
 
 
 def lost_evidence(facts: dict[str, str], dmesg: list[str]) -> list[str]:

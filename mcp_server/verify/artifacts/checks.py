@@ -13,7 +13,9 @@ import io
 import json
 import struct
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -61,7 +63,8 @@ def check_file(path: Path, rel: str, allow_pickle: bool = False) -> FileVerdict:
     except (ValueError, OSError, zipfile.BadZipFile, KeyError, struct.error, UnicodeDecodeError) as exc:
         return FileVerdict(path=rel, kind=Path(rel).suffix.lstrip(".") or "file", ok=False,
                            detail=f"{type(exc).__name__}: {str(exc)[:300]}", finding="load_error")
-    return FileVerdict(path=rel, kind="file", ok=True, detail="bytes and sha256 only (no structural check for this type)")
+    return FileVerdict(path=rel, kind="file", ok=True,
+                       detail="bytes and sha256 only (no structural check for this type)")
 
 
 def _text(path: Path) -> str:
@@ -103,7 +106,8 @@ def _safetensors(path: Path, rel: str) -> FileVerdict:
         if not 0 <= start <= end <= data_len:
             raise ValueError(f"tensor {key}: offsets [{start}, {end}] outside the {data_len}-byte data section")
         if end - start != numel * width:
-            raise ValueError(f"tensor {key}: {end - start} bytes for shape {t['shape']} {t['dtype']} (needs {numel * width})")
+            raise ValueError(f"tensor {key}: {end - start} bytes for shape {t['shape']} {t['dtype']} "
+                             f"(needs {numel * width})")
         spans.append((start, end, key))
     spans.sort()
     for (_, a1, ka), (b0, _, kb) in zip(spans, spans[1:], strict=False):
@@ -120,7 +124,7 @@ def _safetensors(path: Path, rel: str) -> FileVerdict:
     return FileVerdict(path=rel, kind="safetensors", ok=True, detail=f"{len(spans)} tensors, offsets consistent")
 
 
-def _safetensors_non_finite(path: Path, base: int, header: dict) -> list[str]:  # type: ignore[type-arg]
+def _safetensors_non_finite(path: Path, base: int, header: dict[str, Any]) -> list[str]:
     import numpy as np
 
     kinds = {"F64": np.float64, "F32": np.float32, "F16": np.float16}
@@ -153,12 +157,14 @@ def _torch(path: Path, rel: str, allow_pickle: bool) -> FileVerdict:
     else:
         with path.open("rb") as f:
             if f.read(1) != b"\x80":  # not a pickle stream either: some other binary (e.g. a .bin blob)
-                return FileVerdict(path=rel, kind="file", ok=True, detail="not a PyTorch checkpoint: bytes and sha256 only")
+                return FileVerdict(path=rel, kind="file", ok=True,
+                                   detail="not a PyTorch checkpoint: bytes and sha256 only")
         if not has("torch"):
             return FileVerdict(path=rel, kind="torch", ok=False, finding="unchecked",
                                detail="legacy (non-zip) checkpoint and torch is not installed: not loaded")
     if not has("torch"):
-        return FileVerdict(path=rel, kind="torch", ok=True, detail="zip structure and CRCs ok (torch not installed: not loaded)")
+        return FileVerdict(path=rel, kind="torch", ok=True,
+                           detail="zip structure and CRCs ok (torch not installed: not loaded)")
     return _torch_load(path, rel, allow_pickle)
 
 
@@ -193,7 +199,8 @@ def _torch_load(path: Path, rel: str, allow_pickle: bool) -> FileVerdict:
         return FileVerdict(path=rel, kind="torch", ok=False, finding="non_finite",
                            detail=f"{how}: non-finite values in {bad[:5]}")
     if empty:
-        return FileVerdict(path=rel, kind="torch", ok=False, finding="empty", detail=f"{how}: empty tensors {empty[:5]}")
+        return FileVerdict(path=rel, kind="torch", ok=False, finding="empty",
+                           detail=f"{how}: empty tensors {empty[:5]}")
     return FileVerdict(path=rel, kind="torch", ok=True, detail=f"{how}: {len(tensors)} tensors, all finite")
 
 
@@ -205,7 +212,8 @@ def _weights_error(exc: Exception) -> str:
     return " ".join(core.split())[:200]
 
 
-def _tensors(obj, prefix: str = ""):  # type: ignore[no-untyped-def]
+def _tensors(obj: object, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(name, tensor) for every tensor inside a loaded checkpoint (torch is untyped: Any)."""
     import torch
 
     if isinstance(obj, torch.Tensor):
@@ -225,7 +233,8 @@ def _numpy(path: Path, rel: str) -> FileVerdict:
     arrays = dict(loaded.items()) if isinstance(loaded, np.lib.npyio.NpzFile) else {"array": loaded}
     bad = [k for k, a in arrays.items() if a.dtype.kind in "fc" and a.size and not np.isfinite(a).all()]
     if bad:
-        return FileVerdict(path=rel, kind="numpy", ok=False, detail=f"non-finite values in {bad[:5]}", finding="non_finite")
+        return FileVerdict(path=rel, kind="numpy", ok=False, detail=f"non-finite values in {bad[:5]}",
+                           finding="non_finite")
     return FileVerdict(path=rel, kind="numpy", ok=True,
                        detail=", ".join(f"{k}{list(a.shape)} {a.dtype}" for k, a in list(arrays.items())[:8]))
 

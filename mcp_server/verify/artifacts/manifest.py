@@ -8,14 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from mcp_server import __version__
+from mcp_server import __version__, scripts
 from mcp_server.errors import CommandFailed, InputError
 from mcp_server.hosts.base import Host, parse_kv
-from mcp_server.hosts.commands import heredoc, path_word, quote
+from mcp_server.hosts.commands import path_word, quote
 from mcp_server.verify.artifacts.roster import RemoteEntry, parse_listing
 
 SCHEMA = "remote-gpu-trainer/PULL/v2"
@@ -76,24 +77,49 @@ class Manifest(BaseModel):
 
 
 def listing_script(root: str) -> str:
-    r = path_word(root, "root")
-    return f"""[ -d {r} ] || {{ echo RGT-NOROOT; exit 0; }}
-cd {r} || exit 1
-printf 'abs=%s\\nnproc=%s\\nnow=%s\\n' "$(pwd -P)" "$(nproc 2>/dev/null || echo 1)" "$(date +%s.%N)"
-printf 'python=%s\\nopenssl=%s\\nsha256sum=%s\\n' "$(command -v python3)" "$(command -v openssl)" "$(command -v sha256sum)"
-echo RGT-LIST
-find . -mindepth 1 \\( -type f -o -type l \\) -printf '%y\\t%s\\t%T@\\t%P\\t%l\\0' 2>/dev/null | head -z -n {MAX_LIST + 1}
-"""
+    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(MAX_LIST + 1)))
 
 
-async def list_root(host: Host, root: str) -> tuple[dict[str, str], list[RemoteEntry]]:
+@dataclass(frozen=True)
+class RootFacts:
+    """What the listing learned about the root and the box's tools."""
+
+    abs_root: str  # the root's physical path
+    nproc: int
+    now: float | None  # the box's clock at the listing
+    python: str = ""
+    openssl: str = ""
+
+    @property
+    def hasher(self) -> str:
+        """The fastest hasher the box has: Python hashlib, else openssl, else sha256sum."""
+        return "python-hashlib" if self.python else "openssl" if self.openssl else "sha256sum"
+
+    @classmethod
+    def parse(cls, text: str, host: str, root: str) -> RootFacts:
+        kv = parse_kv(text)
+        if not kv.get("abs"):
+            raise CommandFailed("the listing did not report the root's physical path", host=host, path=root)
+        nproc = kv.get("nproc", "")
+        return cls(abs_root=kv["abs"], nproc=max(1, int(nproc)) if nproc.isdigit() else 1, now=_float(kv.get("now")),
+                   python=kv.get("python", ""), openssl=kv.get("openssl", ""))
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+async def list_root(host: Host, root: str) -> tuple[RootFacts, list[RemoteEntry]]:
     res = await host.run(listing_script(root), timeout=30)
     res.check("listing the result root")
     if res.stdout.startswith(b"RGT-NOROOT"):
         raise InputError("the result root does not exist on the box", host=host.name, path=root,
                          next_step="pass the directory that holds the results (absolute or ~/...)")
     head, _, body = res.stdout.partition(b"RGT-LIST\n")
-    facts = parse_kv(head.decode("utf-8", "replace"))
+    facts = RootFacts.parse(head.decode("utf-8", "replace"), host.name, root)
     entries = parse_listing(body)
     if len(entries) > MAX_LIST:
         raise InputError(f"more than {MAX_LIST} files under the root", host=host.name, path=root,
@@ -101,34 +127,12 @@ async def list_root(host: Host, root: str) -> tuple[dict[str, str], list[RemoteE
     return facts, entries
 
 
-def hasher_for(facts: dict[str, str]) -> str:
-    return "python-hashlib" if facts.get("python") else "openssl" if facts.get("openssl") else "sha256sum"
-
-
-async def start_hashing(host: Host, abs_root: str, files: list[RemoteEntry], facts: dict[str, str]) -> str:
+async def start_hashing(host: Host, facts: RootFacts, files: list[RemoteEntry]) -> str:
     """Start the detached hasher; returns the job id (its dir is <root>/.rgt-hash-<id>)."""
     job = secrets.token_hex(6)
-    j = quote(f"{abs_root}/.rgt-hash-{job}")
-    n = max(1, int(facts.get("nproc", "1") or 1))
-    kind = hasher_for(facts)
-    jd = f"{abs_root}/.rgt-hash-{job}"
-    if kind == "python-hashlib":
-        run = f'{quote(facts["python"])} {quote(jd + "/hasher.py")} {n} < {quote(jd + "/list")}'
-    else:
-        tool = "openssl dgst -sha256 -r" if kind == "openssl" else "sha256sum"
-        # Both print "<hex> <mark><path>"; turn that into "<hex>\t-\t<path>".
-        run = (f"tr '\\n' '\\0' < {quote(jd + '/list')} | xargs -0 -P {n} -n 8 {tool} "
-               "| sed 's/^\\([0-9a-f]\\{64\\}\\) [ *]/\\1\\t-\\t/'")
-    runner = (f"cd {quote(abs_root)} || exit 1\n{{ {run} ; }} > {quote(jd + '/out.partial')} 2> {quote(jd + '/err')}\n"
-              f"echo $? > {quote(jd + '/rc.tmp')} && mv {quote(jd + '/rc.tmp')} {quote(jd + '/rc')}\n")
-    script = "\n".join([
-        f"j={j}; mkdir -p \"$j\" || exit 1",
-        'cat > "$j/list"',
-        heredoc('"$j/hasher.py"', HASHER_PY),
-        heredoc('"$j/run.sh"', runner),
-        'setsid -f sh "$j/run.sh" >/dev/null 2>&1 </dev/null',
-        "echo RGT-HASHING",
-    ]) + "\n"
+    jd = _job_dir(facts.abs_root, job)
+    runner_args = (facts.abs_root, jd, facts.hasher, str(facts.nproc), facts.python)
+    script = scripts.command("verify_hash_start", jd, HASHER_PY, scripts.load("verify_hash_run"), *runner_args)
     payload = "".join(f"{f.path}\n" for f in files).encode()
     res = await host.run(script, stdin=payload, timeout=30)
     if "RGT-HASHING" not in res.text:
@@ -136,12 +140,13 @@ async def start_hashing(host: Host, abs_root: str, files: list[RemoteEntry], fac
     return job
 
 
+def _job_dir(abs_root: str, job: str) -> str:
+    return f"{abs_root}/.rgt-hash-{job}"
+
+
 async def poll_hashing(host: Host, abs_root: str, job: str) -> tuple[bool, dict[str, tuple[int | None, str]], str]:
     """(finished, {path: (bytes or None, sha256)}, stderr tail)."""
-    j = quote(f"{abs_root}/.rgt-hash-{job}")
-    res = await host.run(f'j={j}; if [ -f "$j/rc" ]; then echo "RGT-RC $(cat "$j/rc")"; fi; '
-                         f'echo RGT-OUT; cat "$j/out.partial" 2>/dev/null; echo RGT-ERR; tail -c 2000 "$j/err" 2>/dev/null',
-                         timeout=30)
+    res = await host.run(scripts.command("verify_hash_poll", _job_dir(abs_root, job)), timeout=30)
     head, _, rest = res.text.partition("RGT-OUT\n")
     out, _, err = rest.partition("RGT-ERR\n")
     done = head.startswith("RGT-RC ")
@@ -157,18 +162,8 @@ async def poll_hashing(host: Host, abs_root: str, job: str) -> tuple[bool, dict[
 async def write_manifest(host: Host, abs_root: str, job: str, manifest: Manifest) -> str:
     """Write the manifest beside the data without ever replacing one: the first free name of
     PULL_MANIFEST.json, PULL_MANIFEST.2.json, ... (a hard link fails if the name exists)."""
-    data = manifest.canonical().decode()
-    j = f"{abs_root}/.rgt-hash-{job}"
-    script = f"""j={quote(j)}; r={quote(abs_root)}
-cat > "$j/manifest.json"
-for k in "" .2 .3 .4 .5 .6 .7 .8 .9 .10 .11 .12 .13 .14 .15 .16 .17 .18 .19 .20; do
-  t="$r/PULL_MANIFEST$k.json"
-  if ln "$j/manifest.json" "$t" 2>/dev/null || {{ [ ! -e "$t" ] && (set -C; cat "$j/manifest.json" > "$t") 2>/dev/null; }}; then
-    rm -rf -- "$j"; echo "RGT-MANIFEST PULL_MANIFEST$k.json"; exit 0; fi
-done
-echo RGT-FULL
-"""
-    res = await host.run(script, stdin=data.encode(), timeout=30)
+    script = scripts.command("verify_manifest_write", _job_dir(abs_root, job), abs_root)
+    res = await host.run(script, stdin=manifest.canonical(), timeout=30)
     for line in res.text.splitlines():
         if line.startswith("RGT-MANIFEST "):
             return line.split(" ", 1)[1]

@@ -7,37 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import queue
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO, Literal
 
 from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import ManifestFile
-from mcp_server.verify.artifacts.roster import Finding
+from mcp_server.verify.artifacts.roster import RosterFinding
+from mcp_server.verify.artifacts.state import PulledFile, PullState, save_state, state_dir
 
 CHUNK = 1024 * 1024
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 
-def state_dir(dest: Path) -> Path:
-    return dest / ".rgt-pull"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _hash_prefix(path: Path, h: Any) -> int:
+def _hash_prefix(path: Path, h: hashlib._Hash) -> int:
     """Hash a partial file already on disk (a resumed transfer's earlier bytes)."""
     n = 0
     with path.open("rb") as f:
@@ -47,25 +33,25 @@ def _hash_prefix(path: Path, h: Any) -> int:
     return n
 
 
-def local_ok(dest: Path, mf: ManifestFile, rec: dict[str, Any] | None) -> bool:
+def local_ok(dest: Path, mf: ManifestFile, rec: PulledFile | None) -> bool:
     """A file verified earlier is skipped when its recorded hash matches and it is untouched."""
-    if not rec or rec.get("sha256") != mf.sha256:
+    if rec is None or rec.status != "done" or rec.sha256 != mf.sha256 or rec.mtime is None:
         return False
     p = dest / mf.path
     try:
         st = p.stat()
     except FileNotFoundError:
         return False
-    return st.st_size == mf.bytes and abs(st.st_mtime - rec.get("mtime", -1)) < 1e-6
+    return st.st_size == mf.bytes and abs(st.st_mtime - rec.mtime) < 1e-6
 
 
 class Puller:
-    def __init__(self, host: Host, abs_root: str, dest: Path, state: dict[str, Any], deadline: float,
+    def __init__(self, host: Host, abs_root: str, dest: Path, state: PullState, deadline: float,
                  progress: Progress | None) -> None:
         self.host, self.abs_root, self.dest, self.state = host, abs_root, dest, state
         self.deadline, self.progress = deadline, progress
         self.transferred = 0
-        self.findings: list[Finding] = []
+        self.findings: list[RosterFinding] = []
 
     async def run(self, files: list[ManifestFile]) -> bool:
         """Pull what is missing; True when every file is done (verified or failed)."""
@@ -83,16 +69,18 @@ class Puller:
         return True
 
     def _status(self, mf: ManifestFile) -> str:
-        rec = self.state["files"].get(mf.path)
-        if rec and rec.get("status") == "done" and local_ok(self.dest, mf, rec):
+        rec = self.state.files.get(mf.path)
+        if rec is None:
+            return "pending"
+        if rec.status == "done" and local_ok(self.dest, mf, rec):
             return "done"
-        if rec and rec.get("status") == "done" and rec.get("sha256") == mf.sha256 and (self.dest / mf.path).exists():
-            self.findings.append(Finding(
+        if rec.status == "done" and rec.sha256 == mf.sha256 and (self.dest / mf.path).exists():
+            self.findings.append(RosterFinding(
                 path=mf.path, kind="changed", blocking=False, expected=f"{mf.bytes} bytes, as verified",
                 actual=f"{(self.dest / mf.path).stat().st_size} bytes",
                 message="the local copy no longer matched what was verified (truncated or edited): pulled again"))
-            rec["status"] = "stale"
-        if rec and rec.get("status") == "failed" and rec.get("round") == self.state["round"]:
+            rec.status = "stale"
+        if rec.status == "failed" and rec.round == self.state.round:
             return "done"
         return "pending"
 
@@ -137,26 +125,26 @@ class Puller:
         return True
 
     def _finish(self, mf: ManifestFile, partial: Path, size: int, digest: str) -> None:
-        files = self.state["files"]
         if size != mf.bytes or digest != mf.sha256:
-            kind = "size_mismatch" if size != mf.bytes else "hash_mismatch"
-            self.findings.append(Finding(
+            kind: Literal["size_mismatch", "hash_mismatch"] = "size_mismatch" if size != mf.bytes else "hash_mismatch"
+            self.findings.append(RosterFinding(
                 path=mf.path, kind=kind, expected=f"{mf.bytes} bytes, sha256 {mf.sha256}",
                 actual=f"{size} bytes, sha256 {digest}",
                 message="the pulled bytes differ from the manifest built on the box: the file changed after "
                         "the manifest (or the transfer corrupted it)"))
             partial.unlink(missing_ok=True)
-            files[mf.path] = {"status": "failed", "round": self.state["round"], "kind": kind,
-                              "expected": mf.sha256, "actual": digest, "size": size}
+            self.state.files[mf.path] = PulledFile(status="failed", round=self.state.round, kind=kind,
+                                                   sha256=digest, size=size)
         else:
             final = self.dest / mf.path
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(partial, final)
-            files[mf.path] = {"status": "done", "sha256": digest, "size": size, "mtime": final.stat().st_mtime}
-        write_json_atomic(state_dir(self.dest) / "state.json", self.state)
+            self.state.files[mf.path] = PulledFile(status="done", sha256=digest, size=size,
+                                                   mtime=final.stat().st_mtime)
+        save_state(self.dest, self.state)
 
 
-def _drain(q: queue.Queue[bytes | None], out: Any, h: Any) -> None:
+def _drain(q: queue.Queue[bytes | None], out: BinaryIO, h: hashlib._Hash) -> None:
     while (chunk := q.get()) is not None:
         out.write(chunk)
         h.update(chunk)

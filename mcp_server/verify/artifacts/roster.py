@@ -16,7 +16,7 @@ from mcp_server.globs import glob_regex
 OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json)$|(?:^|/)\.rgt-")
 
 
-class Finding(BaseModel):
+class RosterFinding(BaseModel):
     path: str
     kind: str = Field(description="missing | extra | symlink | unsafe_name | changed | size_mismatch | "
                                   "hash_mismatch | load_error | unsafe_pickle | non_finite | empty | unchecked")
@@ -52,7 +52,7 @@ def is_glob(p: str) -> bool:
 @dataclass
 class Resolution:
     files: list[RemoteEntry] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[RosterFinding] = field(default_factory=list)
 
 
 def resolve(roster: list[str], entries: list[RemoteEntry]) -> Resolution:
@@ -67,23 +67,24 @@ def resolve(roster: list[str], entries: list[RemoteEntry]) -> Resolution:
         hits = [e for e in candidates if rx.match(e.path)]
         if not hits:
             what = "glob matched no file" if is_glob(p) else "expected file is missing on the box"
-            res.findings.append(Finding(path=p, kind="missing", message=what))
+            res.findings.append(RosterFinding(path=p, kind="missing", message=what))
         for e in hits:
             chosen.setdefault(e.path, e)
     for e in chosen.values():
         if e.kind == "l":
             outside = _escapes(e.path, e.target)
-            res.findings.append(Finding(
+            res.findings.append(RosterFinding(
                 path=e.path, kind="symlink", actual=e.target,
                 message="symlink refused (a manifest holds regular files only)"
                 + ("; it points outside the root" if outside else "")))
         elif any(ord(c) < 32 for c in e.path):
-            res.findings.append(Finding(path=repr(e.path), kind="unsafe_name", message="control character in name"))
+            res.findings.append(RosterFinding(path=repr(e.path), kind="unsafe_name",
+                                              message="control character in name"))
         else:
             res.files.append(e)
     for e in candidates:
         if e.path not in chosen:
-            res.findings.append(Finding(path=e.path, kind="extra", blocking=False,
+            res.findings.append(RosterFinding(path=e.path, kind="extra", blocking=False,
                                         message="on the box under the root but not in the roster (not pulled)"))
     res.files.sort(key=lambda e: e.path)
     return res

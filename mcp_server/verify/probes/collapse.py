@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, NextProbe, next_probe, num
+from mcp_server.verify.probes.result import NextProbe, ProbeFinding, next_probe, num
 from mcp_server.verify.probes.sources import Matrix, load_matrix
 
 CATALOG = ["VP10"]
@@ -38,7 +38,31 @@ class CollapseInputs(BaseModel):
     max_rows: int = Field(default=2048, ge=2, le=16384, description="rows used (the first ones)")
 
 
-def matrix_stats(x: np.ndarray) -> dict[str, Any]:
+class MatrixStats(BaseModel):
+    """What a [B, D] batch looks like across samples (reported as measured)."""
+
+    rows: int
+    features: int
+    zero_rows: int
+    mean_abs: float | None
+    mean_feature_std: float | None
+    std_over_mean_abs: float | None
+    mean_offdiag_cosine: float | None
+    effective_rank: float | None
+    duplicate_rows: int
+
+    @property
+    def no_spread(self) -> bool:
+        """Every feature is constant across the batch (up to float noise)."""
+        return self.mean_feature_std is not None and self.mean_feature_std <= 1e-12 * max(1.0, self.mean_abs or 0)
+
+    def invariant(self, threshold: float) -> bool:
+        """Dominated by a sample-invariant part: no spread, near-identical directions, or all zero."""
+        cos = self.mean_offdiag_cosine
+        return self.no_spread or (cos is not None and cos >= threshold) or self.zero_rows == self.rows
+
+
+def matrix_stats(x: np.ndarray) -> MatrixStats:
     """Per-feature std, mean off-diagonal cosine and effective rank of a [B, D] batch."""
     b, dim = x.shape
     norms = np.linalg.norm(x, axis=1)
@@ -51,11 +75,10 @@ def matrix_stats(x: np.ndarray) -> dict[str, Any]:
         cos = (total - k) / (k * (k - 1))
     mean_abs = float(np.abs(x).mean())
     feat_std = float(x.std(axis=0).mean())
-    return {"rows": b, "features": dim, "zero_rows": b - k, "mean_abs": num(mean_abs),
-            "mean_feature_std": num(feat_std),
-            "std_over_mean_abs": num(feat_std / mean_abs) if mean_abs > 0 else None,
-            "mean_offdiag_cosine": num(cos), "effective_rank": num(effective_rank(x)),
-            "duplicate_rows": int(b - np.unique(x, axis=0).shape[0])}
+    return MatrixStats(rows=b, features=dim, zero_rows=b - k, mean_abs=num(mean_abs), mean_feature_std=num(feat_std),
+                       std_over_mean_abs=num(feat_std / mean_abs) if mean_abs > 0 else None,
+                       mean_offdiag_cosine=num(cos), effective_rank=num(effective_rank(x)),
+                       duplicate_rows=int(b - np.unique(x, axis=0).shape[0]))
 
 
 def effective_rank(x: np.ndarray) -> float:
@@ -70,12 +93,6 @@ def effective_rank(x: np.ndarray) -> float:
     return float(math.exp(-float(np.sum(p * np.log(p)))))
 
 
-def _invariant(s: dict[str, Any], threshold: float) -> bool:
-    cos = s["mean_offdiag_cosine"]
-    no_spread = s["mean_feature_std"] is not None and s["mean_feature_std"] <= 1e-12 * max(1.0, s["mean_abs"] or 0)
-    return bool(no_spread or (cos is not None and cos >= threshold) or s["zero_rows"] == s["rows"])
-
-
 async def _load(src: Matrix, reader: InputReader, what: str, max_rows: int) -> tuple[np.ndarray | None, str | None]:
     x = await load_matrix(src, reader, what)
     if x.shape[0] < 2:
@@ -86,33 +103,35 @@ async def _load(src: Matrix, reader: InputReader, what: str, max_rows: int) -> t
     return x[:max_rows], None
 
 
-async def run(inp: CollapseInputs, reader: InputReader) -> Finding:
+async def run(inp: CollapseInputs, reader: InputReader) -> ProbeFinding:
     out, why = await _load(inp.outputs, reader, "outputs", inp.max_rows)
     m: dict[str, Any] = {"cosine_threshold": inp.cosine_threshold}
     if out is None:
-        return Finding(measurements=m, verdict="unverified", reason=why or "",
-                       disclosure=f"Collapse not assessed: {why}.")
-    m["outputs"] = so = matrix_stats(out)
+        return ProbeFinding(measurements=m, verdict="unverified", reason=why or "",
+                            disclosure=f"Collapse not assessed: {why}.")
+    so = matrix_stats(out)
+    m["outputs"] = so.model_dump()
     si = None
     if inp.inputs is not None:
         raw, why_in = await _load(inp.inputs, reader, "inputs", inp.max_rows)
         if raw is not None:
-            m["inputs"] = si = matrix_stats(raw)
+            si = matrix_stats(raw)
+            m["inputs"] = si.model_dump()
         else:
             m["inputs_unavailable"] = why_in
     signals = await _signals(inp, out, so, m, reader)
     return _decide(inp, so, si, signals, m)
 
 
-async def _signals(inp: CollapseInputs, out: np.ndarray, so: dict[str, Any], m: dict[str, Any],
+async def _signals(inp: CollapseInputs, out: np.ndarray, so: MatrixStats, m: dict[str, Any],
                    reader: InputReader) -> list[str]:
     found = []
-    if so["zero_rows"] == so["rows"]:
+    if so.zero_rows == so.rows:
         found.append("every output is the zero vector")
-    elif so["mean_feature_std"] is not None and so["mean_feature_std"] <= 1e-12 * max(1.0, so["mean_abs"] or 0):
+    elif so.no_spread:
         found.append("outputs are identical across the batch (per-feature std 0)")
-    elif so["mean_offdiag_cosine"] is not None and so["mean_offdiag_cosine"] >= inp.cosine_threshold:
-        found.append(f"output cross-sample cosine {so['mean_offdiag_cosine']} >= {inp.cosine_threshold}")
+    elif so.mean_offdiag_cosine is not None and so.mean_offdiag_cosine >= inp.cosine_threshold:
+        found.append(f"output cross-sample cosine {so.mean_offdiag_cosine} >= {inp.cosine_threshold}")
     if inp.shuffled_outputs is not None:
         sh = await load_matrix(inp.shuffled_outputs, reader, "shuffled outputs")
         if sh.shape[1] == out.shape[1] and sh.shape[0] >= out.shape[0]:
@@ -132,31 +151,31 @@ async def _signals(inp: CollapseInputs, out: np.ndarray, so: dict[str, Any], m: 
     return found
 
 
-def _decide(inp: CollapseInputs, so: dict[str, Any], si: dict[str, Any] | None, signals: list[str],
-            m: dict[str, Any]) -> Finding:
-    input_bad = si is not None and _invariant(si, inp.cosine_threshold)
+def _decide(inp: CollapseInputs, so: MatrixStats, si: MatrixStats | None, signals: list[str],
+            m: dict[str, Any]) -> ProbeFinding:
+    input_bad = si is not None and si.invariant(inp.cosine_threshold)
     m["signals"] = signals
     m["input_invariant_dominated"] = input_bad if si is not None else None
     if not signals:
         warnings = ["the raw input is dominated by a sample-invariant component (cosine "
-                    f"{si['mean_offdiag_cosine']}) although the outputs still differ"] if input_bad and si else []
-        return Finding(measurements=m, verdict="clean", reason="no collapse fingerprint", warnings=warnings,
-                       disclosure=f"Outputs of distinct inputs stay distinct (cross-sample cosine "
-                       f"{so['mean_offdiag_cosine']}, effective rank {so['effective_rank']} of {so['features']}).")
+                    f"{si.mean_offdiag_cosine}) although the outputs still differ"] if input_bad and si else []
+        return ProbeFinding(measurements=m, verdict="clean", reason="no collapse fingerprint", warnings=warnings,
+                            disclosure=f"Outputs of distinct inputs stay distinct (cross-sample cosine "
+                            f"{so.mean_offdiag_cosine}, effective rank {so.effective_rank} of {so.features}).")
     what = "; ".join(signals)
     if input_bad:
-        return Finding(measurements=m, verdict="collapsed", reason=what + "; the raw input is invariant-dominated",
-                       disclosure=f"The representation is collapsed ({what}) and the raw input already is "
-                       f"(input cosine {si['mean_offdiag_cosine'] if si else None}): fix the input normalisation "
-                       "(per-feature z-score with train statistics) rather than the output head.",
-                       next_probe=_ladder("fix at the input, not the output (ladder step 4)"))
+        return ProbeFinding(measurements=m, verdict="collapsed", reason=what + "; the raw input is invariant-dominated",
+                            disclosure=f"The representation is collapsed ({what}) and the raw input already is "
+                            f"(input cosine {si.mean_offdiag_cosine if si else None}): fix the input normalisation "
+                            "(per-feature z-score with train statistics) rather than the output head.",
+                            next_probe=_ladder("fix at the input, not the output (ladder step 4)"))
     tail = (" The raw input is not collapsed, so the collapse happens inside the model." if si is not None
             else " The raw input was not checked; check it first.")
-    return Finding(measurements=m, verdict="collapsed", reason=what,
-                   disclosure=f"The representation is collapsed ({what}): distinct inputs give the same output, "
-                   "so any metric from this model reflects the unconditional mean." + tail,
-                   next_probe=_ladder("render the intermediate and localize the stage" if si is not None
-                                      else "check the raw input's cross-sample cosine first"))
+    return ProbeFinding(measurements=m, verdict="collapsed", reason=what,
+                        disclosure=f"The representation is collapsed ({what}): distinct inputs give the same output, "
+                        "so any metric from this model reflects the unconditional mean." + tail,
+                        next_probe=_ladder("render the intermediate and localize the stage" if si is not None
+                                           else "check the raw input's cross-sample cosine first"))
 
 
 def _ladder(why: str) -> NextProbe:

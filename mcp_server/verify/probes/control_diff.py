@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, listed, next_probe
+from mcp_server.verify.probes.result import ProbeFinding, listed, next_probe
 from mcp_server.verify.probes.sources import ConfigSource, load_config
 
 CATALOG = ["VP1"]
@@ -86,7 +86,7 @@ def differing_keys(run: dict[str, Any], control: dict[str, Any]) -> list[tuple[s
     return out
 
 
-async def run(inp: ControlDiffInputs, reader: InputReader) -> Finding:
+async def run(inp: ControlDiffInputs, reader: InputReader) -> ProbeFinding:
     run_cfg = flatten(await load_config(inp.run, reader))
     ctl_cfg = flatten(await load_config(inp.control, reader))
     diffs = differing_keys(run_cfg, ctl_cfg)
@@ -101,62 +101,62 @@ async def run(inp: ControlDiffInputs, reader: InputReader) -> Finding:
     return _ablation(inp, meaningful, m)
 
 
-def _ablation(inp: ControlDiffInputs, diffs: list[tuple[str, Any, Any]], m: dict[str, Any]) -> Finding:
+def _ablation(inp: ControlDiffInputs, diffs: list[tuple[str, Any, Any]], m: dict[str, Any]) -> ProbeFinding:
     undeclared = [k for k, _, _ in diffs if not covered(k, inp.ablated)]
     not_taken = [p for p in inp.ablated if not any(covered(k, [p]) for k, _, _ in diffs)]
     m.update(undeclared_count=len(undeclared), undeclared=listed(undeclared), declared=inp.ablated,
              declared_not_differing=not_taken)
     if undeclared:
         names = ", ".join(undeclared[:5]) + (" ..." if len(undeclared) > 5 else "")
-        return Finding(
+        return ProbeFinding(
             measurements=m, verdict="bug",
             reason=f"{len(undeclared)} key(s) differ that were not declared as the ablation",
             disclosure=f"The run differs from its control in {len(undeclared)} undeclared key(s) "
             f"({names}); the gap mixes the ablation with these, so it is not an ablation result "
             "until the config is fixed and the run repeated.",
             next_probe=next_probe("VP1", "control diff", "fix the config, rerun, and diff again",
-                                  "control_diff"))
+                                       "control_diff"))
     if not_taken:
-        return Finding(
+        return ProbeFinding(
             measurements=m, verdict="bug",
             reason=f"declared ablation key(s) {not_taken} have the same value in run and control",
             disclosure=f"The declared change ({', '.join(not_taken)}) is identical in run and control: "
             "the resolved config shows the ablation never took effect, so any gap is not caused by it.",
             next_probe=next_probe("VP1", "control diff", "check the override reached the resolved config",
-                                  "control_diff"))
+                                       "control_diff"))
     what = ", ".join(inp.ablated) if inp.ablated else "nothing (identical configs)"
-    return Finding(
+    return ProbeFinding(
         measurements=m, verdict="clean",
         reason="the differing set equals the declared ablation",
         disclosure=f"Run and control differ only in {what}; every other resolved key is held fixed.",
         next_probe=next_probe("VP2", "trajectory", "read the curves, not just the endpoints", "trajectory"))
 
 
-def _mirror(inp: ControlDiffInputs, diffs: list[tuple[str, Any, Any]], m: dict[str, Any]) -> Finding:
+def _mirror(inp: ControlDiffInputs, diffs: list[tuple[str, Any, Any]], m: dict[str, Any]) -> ProbeFinding:
     axes: dict[str, list[str]] = {}
     for key, _, _ in diffs:
         axes.setdefault(covered(key, inp.ablated) or key, []).append(key)
     m.update(axes_count=len(axes), axes=listed(sorted(axes)))
     if len(axes) >= 2:
-        return Finding(
+        return ProbeFinding(
             measurements=m, verdict="confounded",
             reason=f"the working config differs from the failing one in {len(axes)} axes",
             disclosure=f"The working and failing configs differ in {len(axes)} axes "
             f"({', '.join(sorted(axes)[:5])}); no single axis can be called necessary until "
             "one-axis-at-a-time intermediate runs isolate it.",
             next_probe=next_probe("VP1", "control diff", "run one-axis-at-a-time intermediates and diff each",
-                                  "control_diff"))
+                                       "control_diff"))
     if not axes:
-        return Finding(
+        return ProbeFinding(
             measurements=m, verdict="instability",
             reason="identical resolved configs, one working and one failing",
             disclosure="The same resolved config both worked and failed: that is run-to-run "
             "instability, not a config effect; retry the identical config before changing anything.",
             next_probe=next_probe("VP4", "instability vs effect", "retry the identical config, several seeds",
-                                  "seed_variance"))
+                                       "seed_variance"))
     (axis,) = axes
-    return Finding(
+    return ProbeFinding(
         measurements=m, verdict="clean", reason="the configs differ in exactly one axis",
         disclosure=f"The working and failing configs differ only in {axis}.",
         next_probe=next_probe("VP3", "reproduce with backup", "confirm the flip reproduces on that axis alone",
-                              "seed_variance"))
+                                   "seed_variance"))

@@ -21,7 +21,7 @@ LOWER = frozenset({
     "latency", "params", "flops", "macs", "chamfer", "epe", "abs_rel", "bpd", "bits_per_dim",
 })
 # Whole names checked before any prefix is stripped (slash-separated tracker names).
-_FULL = {"rewards/margins": "higher", "rewards/accuracies": "higher", "rewards/chosen": "higher"}
+_FULL: dict[str, Direction] = {"rewards/margins": "higher", "rewards/accuracies": "higher", "rewards/chosen": "higher"}
 _PREFIX = re.compile(r"^(?:train|val|valid|validation|test|eval|dev)[_./-]")
 
 
@@ -42,7 +42,7 @@ def direction_of(name: str | None) -> Direction | None:
     for prefix in ("train/", "val/", "test/", "eval/"):
         full = full.removeprefix(prefix)
     if full in _FULL:
-        return _FULL[full]  # type: ignore[return-value]
+        return _FULL[full]
     key = normalise(name)
     base = re.split(r"[@(\[]", key)[0].strip("_-") or key
     for candidate in (key, base):

@@ -5,12 +5,13 @@ metric across runs that should differ is a stale-checkpoint tell)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.verify.probes.refs import DEFAULT_HASH_BYTES, MAX_HASH_BYTES, FileRef, InputReader
-from mcp_server.verify.probes.result import Finding, next_probe
+from mcp_server.verify.probes.result import ProbeFinding, next_probe
 
 CATALOG = ["VP15", "SH6"]
 QUESTION = "Are these two checkpoints/runs the same bytes, and were they meant to be?"
@@ -18,7 +19,7 @@ _HEX = r"^(?:[sS][hH][aA]256:)?[0-9a-fA-F]{64}$"
 FlagValue = bool | int | float | str
 
 # canonical knob -> (accepted key suffixes, predicate on the value)
-_KNOBS: dict[str, tuple[tuple[str, ...], Any]] = {
+_KNOBS: dict[str, tuple[tuple[str, ...], Callable[[FlagValue], bool]]] = {
     "deterministic_algorithms": (("use_deterministic_algorithms", "deterministic_algorithms"), lambda v: v is True),
     "cudnn_deterministic": (("cudnn_deterministic",), lambda v: v is True),
     "cudnn_benchmark_off": (("cudnn_benchmark",), lambda v: v is False),
@@ -66,7 +67,15 @@ def _as_logged(value: FlagValue) -> FlagValue:
     return value
 
 
-def knob_audit(seed: int | None, flags: dict[str, FlagValue]) -> dict[str, Any]:
+class KnobAudit(BaseModel):
+    """Which determinism knobs a run declared as required (`set`) and which it did not (`missing`)."""
+
+    set: list[str]
+    missing: list[str]
+    achievable: bool
+
+
+def knob_audit(seed: int | None, flags: dict[str, FlagValue]) -> KnobAudit:
     """Which determinism knobs are set as required; `missing` lists the rest."""
     canon = {canonical_flag(k): _as_logged(v) for k, v in flags.items()}
     ok: list[str] = []
@@ -74,7 +83,7 @@ def knob_audit(seed: int | None, flags: dict[str, FlagValue]) -> dict[str, Any]:
     for knob, (suffixes, good) in _KNOBS.items():
         hit = [v for k, v in canon.items() if any(k.endswith(s) for s in suffixes)]
         (ok if hit and good(hit[0]) else missing).append(knob)
-    return {"set": ok, "missing": missing, "achievable": not missing}
+    return KnobAudit(set=ok, missing=missing, achievable=not missing)
 
 
 async def _hash(side: RunIdentity, reader: InputReader, cap: int) -> tuple[str | None, str | None]:
@@ -88,48 +97,51 @@ async def _hash(side: RunIdentity, reader: InputReader, cap: int) -> tuple[str |
     return found, None
 
 
-async def run(inp: CheckpointIdentityInputs, reader: InputReader) -> Finding:
+async def run(inp: CheckpointIdentityInputs, reader: InputReader) -> ProbeFinding:
     ha, bad_a = await _hash(inp.a, reader, inp.max_hash_bytes)
     hb, bad_b = await _hash(inp.b, reader, inp.max_hash_bytes)
+    same_bytes = None if ha is None or hb is None else ha == hb
+    knobs_a, knobs_b = knob_audit(inp.a.seed, inp.a.flags), knob_audit(inp.b.seed, inp.b.flags)
     m: dict[str, Any] = {
-        "expect": inp.expect, "sha256_a": ha, "sha256_b": hb,
-        "same_bytes": None if ha is None or hb is None else ha == hb,
+        "expect": inp.expect, "sha256_a": ha, "sha256_b": hb, "same_bytes": same_bytes,
         "seed_a": inp.a.seed, "seed_b": inp.b.seed, "metric_a": inp.a.metric, "metric_b": inp.b.metric,
-        "knobs_a": knob_audit(inp.a.seed, inp.a.flags), "knobs_b": knob_audit(inp.b.seed, inp.b.flags),
+        "knobs_a": knobs_a.model_dump(), "knobs_b": knobs_b.model_dump(),
     }
     mismatch = [x for x in (bad_a, bad_b) if x]
     if mismatch:
-        return Finding(measurements=m, verdict="bug", reason="; ".join(mismatch),
-                       disclosure="A declared checkpoint hash does not match the file's bytes ("
-                       + "; ".join(mismatch) + "): the record points at a different artifact than the one on disk.",
-                       next_probe=next_probe("VP13", "trust artifacts, not log lines", "re-verify the pull"))
+        return ProbeFinding(measurements=m, verdict="bug", reason="; ".join(mismatch),
+                            disclosure="A declared checkpoint hash does not match the file's bytes ("
+                            + "; ".join(mismatch) + "): the record points at a different artifact than the one "
+                            "on disk.",
+                            next_probe=next_probe("VP13", "trust artifacts, not log lines", "re-verify the pull"))
     if inp.expect == "distinct":
-        return _distinct(inp, m)
-    return _identical(inp, m)
+        return _distinct(inp, m, same_bytes)
+    return _identical(inp, m, same_bytes, sorted(set(knobs_a.missing) | set(knobs_b.missing)))
 
 
-def _distinct(inp: CheckpointIdentityInputs, m: dict[str, Any]) -> Finding:
+def _distinct(inp: CheckpointIdentityInputs, m: dict[str, Any], same_bytes: bool | None) -> ProbeFinding:
     a, b = inp.a.label, inp.b.label
     sh6 = next_probe("SH6", "stale checkpoint", "quarantine the run dir, retrain into a fresh one, and "
                      "assert the loaded checkpoint's epoch/timestamp is new")
-    if m["same_bytes"]:
-        return Finding(measurements=m, verdict="bug", reason="two runs that should differ have identical bytes",
-                       disclosure=f"{a} and {b} are byte-identical checkpoints although they are different runs: "
-                       "one of them loaded or saved a stale checkpoint, so its numbers belong to the other run.",
-                       next_probe=sh6)
+    if same_bytes:
+        return ProbeFinding(measurements=m, verdict="bug", reason="two runs that should differ have identical bytes",
+                            disclosure=f"{a} and {b} are byte-identical checkpoints although they are different runs: "
+                            "one of them loaded or saved a stale checkpoint, so its numbers belong to the other run.",
+                            next_probe=sh6)
     if inp.a.metric is not None and inp.a.metric == inp.b.metric:
-        return Finding(measurements=m, verdict="bug", reason=f"byte-identical metric {inp.a.metric} in two runs",
-                       disclosure=f"{a} and {b} report exactly the same metric ({inp.a.metric}) although they are "
-                       "different runs: the classic tell of a re-run that evaluated a stale checkpoint.",
-                       next_probe=sh6)
-    if m["same_bytes"] is None:
-        return Finding(measurements=m, verdict="unverified", reason="no hash for one side",
-                       disclosure=f"Identity of {a} and {b} is unverified: give both checkpoint files or hashes.")
-    return Finding(measurements=m, verdict="clean", reason="different bytes, as expected",
-                   disclosure=f"{a} and {b} are distinct checkpoints (different sha256).")
+        return ProbeFinding(measurements=m, verdict="bug", reason=f"byte-identical metric {inp.a.metric} in two runs",
+                            disclosure=f"{a} and {b} report exactly the same metric ({inp.a.metric}) although they are "
+                            "different runs: the classic tell of a re-run that evaluated a stale checkpoint.",
+                            next_probe=sh6)
+    if same_bytes is None:
+        return ProbeFinding(measurements=m, verdict="unverified", reason="no hash for one side",
+                            disclosure=f"Identity of {a} and {b} is unverified: give both checkpoint files or hashes.")
+    return ProbeFinding(measurements=m, verdict="clean", reason="different bytes, as expected",
+                        disclosure=f"{a} and {b} are distinct checkpoints (different sha256).")
 
 
-def _identical(inp: CheckpointIdentityInputs, m: dict[str, Any]) -> Finding:
+def _identical(inp: CheckpointIdentityInputs, m: dict[str, Any], same_bytes: bool | None,
+               missing: list[str]) -> ProbeFinding:
     a, b = inp.a, inp.b
     flags_a = {canonical_flag(k): v for k, v in a.flags.items()}
     flags_b = {canonical_flag(k): v for k, v in b.flags.items()}
@@ -137,30 +149,30 @@ def _identical(inp: CheckpointIdentityInputs, m: dict[str, Any]) -> Finding:
     if (a.seed is not None and b.seed is not None and a.seed != b.seed) or differ:
         what = [f"seed {a.seed} vs {b.seed}"] if a.seed != b.seed else []
         what += [f"flag {k}" for k in differ[:5]]
-        return Finding(measurements=m | {"declared_differences": what}, verdict="confounded",
-                       reason="the two runs do not declare the same config: " + ", ".join(what),
-                       disclosure=f"{a.label} and {b.label} were meant to be identical but declare different "
-                       f"settings ({', '.join(what)}): a difference between them is not a determinism finding.",
-                       next_probe=next_probe("VP1", "control diff", "diff the resolved configs", "control_diff"))
-    missing = sorted(set(m["knobs_a"]["missing"]) | set(m["knobs_b"]["missing"]))
+        return ProbeFinding(measurements=m | {"declared_differences": what}, verdict="confounded",
+                            reason="the two runs do not declare the same config: " + ", ".join(what),
+                            disclosure=f"{a.label} and {b.label} were meant to be identical but declare different "
+                            f"settings ({', '.join(what)}): a difference between them is not a determinism finding.",
+                            next_probe=next_probe("VP1", "control diff", "diff the resolved configs", "control_diff"))
     warns = [f"determinism knobs not declared: {', '.join(missing)}"] if missing else []
-    if m["same_bytes"]:
-        return Finding(measurements=m, verdict="clean", reason="identical bytes", warnings=warns,
-                       disclosure=f"{a.label} and {b.label} are byte-identical: determinism achieved for this pair.")
-    if m["same_bytes"] is None:
+    if same_bytes:
+        return ProbeFinding(measurements=m, verdict="clean", reason="identical bytes", warnings=warns,
+                            disclosure=f"{a.label} and {b.label} are byte-identical: determinism achieved for "
+                            "this pair.")
+    if same_bytes is None:
         if a.metric is not None and b.metric is not None and a.metric != b.metric:
             return _stochastic(inp, m, missing, f"metrics differ ({a.metric} vs {b.metric})")
-        return Finding(measurements=m, verdict="unverified", reason="no hash for one side", warnings=warns,
-                       disclosure=f"Determinism of {a.label} vs {b.label} is unverified: give both checkpoint "
-                       "files or hashes (a matching metric alone proves nothing).")
+        return ProbeFinding(measurements=m, verdict="unverified", reason="no hash for one side", warnings=warns,
+                            disclosure=f"Determinism of {a.label} vs {b.label} is unverified: give both checkpoint "
+                            "files or hashes (a matching metric alone proves nothing).")
     return _stochastic(inp, m, missing, "the same config produced different bytes")
 
 
-def _stochastic(inp: CheckpointIdentityInputs, m: dict[str, Any], missing: list[str], why: str) -> Finding:
+def _stochastic(inp: CheckpointIdentityInputs, m: dict[str, Any], missing: list[str], why: str) -> ProbeFinding:
     declared = ("determinism declared but not achieved" if not missing
                 else f"determinism not fully declared (missing: {', '.join(missing)})")
-    return Finding(measurements=m, verdict="stochastic", reason=f"{why}; {declared}",
-                   disclosure=f"Reruns of one config differ ({why}); {declared}. Report a band over runs "
-                   "rather than a single run's number.",
-                   next_probe=next_probe("VP3", "reproduce with backup", "rerun into a new location and report "
-                                         "the run-to-run band", "seed_variance"))
+    return ProbeFinding(measurements=m, verdict="stochastic", reason=f"{why}; {declared}",
+                        disclosure=f"Reruns of one config differ ({why}); {declared}. Report a band over runs "
+                        "rather than a single run's number.",
+                        next_probe=next_probe("VP3", "reproduce with backup", "rerun into a new location and report "
+                                              "the run-to-run band", "seed_variance"))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcp_server.errors import InputError
 from mcp_server.verify.probes.parse import column, detect, parse_lines, parse_npy, parse_rows
 from mcp_server.verify.probes.refs import FileRef, InputReader
-from mcp_server.verify.probes.result import Finding, Verdict, listed, next_probe
+from mcp_server.verify.probes.result import ProbeFinding, Verdict, listed, next_probe
 from mcp_server.verify.probes.sources import MAX_INLINE
 
 CATALOG = ["VP6"]
@@ -158,7 +158,32 @@ def _from_rows(name: str, s: Split, rows: list[dict[str, Any]], path: str) -> _D
     return _Data(ids=ids, hashes=hashes, groups=groups, times=times)
 
 
-def _dupes(d: _Data, file_name: bool) -> dict[str, Any]:
+class SplitDuplicates(BaseModel):
+    """Items one split lists more than once (duplicate ingestion)."""
+
+    rows: int
+    duplicate_ids_exact: int
+    duplicate_ids_normalised: int
+    duplicate_examples: list[str]
+
+
+class PairOverlap(BaseModel):
+    """What two splits share: ids, content hashes (when both have them) and groups (likewise)."""
+
+    id_overlap_exact: int
+    id_overlap_normalised: int
+    id_examples: list[str]
+    hash_overlap: int | None = None
+    hash_overlap_exact: int | None = None
+    name_collisions_distinct_bytes: int | None = None
+    group_overlap: int | None = None
+    group_examples: list[str] | None = None
+    verdict: Verdict = "clean"
+    reason: str = ""
+    note: str | None = None
+
+
+def _dupes(d: _Data, file_name: bool) -> SplitDuplicates:
     exact = len(d.ids) - len(set(d.ids))
     normed = [norm_id(i, file_name) for i in d.ids]
     seen: set[str] = set()
@@ -167,61 +192,62 @@ def _dupes(d: _Data, file_name: bool) -> dict[str, Any]:
         if i in seen:
             repeated.append(i)
         seen.add(i)
-    return {"rows": len(d.ids), "duplicate_ids_exact": exact, "duplicate_ids_normalised": len(repeated),
-            "duplicate_examples": listed(sorted(set(repeated)), _EXAMPLES)}
+    return SplitDuplicates(rows=len(d.ids), duplicate_ids_exact=exact, duplicate_ids_normalised=len(repeated),
+                           duplicate_examples=listed(sorted(set(repeated)), _EXAMPLES))
 
 
-def _pair(a: _Data, b: _Data, file_name: bool) -> dict[str, Any]:
+def _pair(a: _Data, b: _Data, file_name: bool) -> PairOverlap:
     exact = set(a.ids) & set(b.ids)
     normed = {norm_id(i, file_name) for i in a.ids} & {norm_id(i, file_name) for i in b.ids}
-    out: dict[str, Any] = {"id_overlap_exact": len(exact), "id_overlap_normalised": len(normed),
-                           "id_examples": listed(sorted(normed), _EXAMPLES)}
+    out = PairOverlap(id_overlap_exact=len(exact), id_overlap_normalised=len(normed),
+                      id_examples=listed(sorted(normed), _EXAMPLES))
     if a.hashes is not None and b.hashes is not None:
         ha, hb = {norm_hash(h) for h in a.hashes}, {norm_hash(h) for h in b.hashes}
         shared = ha & hb
         by_hash_a = {norm_id(i, file_name): norm_hash(h) for i, h in zip(a.ids, a.hashes, strict=True)}
         by_hash_b = {norm_id(i, file_name): norm_hash(h) for i, h in zip(b.ids, b.hashes, strict=True)}
         distinct = sum(1 for i in normed if by_hash_a.get(i) != by_hash_b.get(i))
-        out.update(hash_overlap=len(shared), hash_overlap_exact=len(set(a.hashes) & set(b.hashes)),
-                   name_collisions_distinct_bytes=distinct)
+        out.hash_overlap, out.hash_overlap_exact = len(shared), len(set(a.hashes) & set(b.hashes))
+        out.name_collisions_distinct_bytes = distinct
     if a.groups is not None and b.groups is not None:
         groups = set(a.groups) & set(b.groups)
-        out.update(group_overlap=len(groups), group_examples=listed(sorted(groups), _EXAMPLES))
+        out.group_overlap, out.group_examples = len(groups), listed(sorted(groups), _EXAMPLES)
     return out
 
 
-def _pair_verdict(p: dict[str, Any], file_name: bool) -> tuple[Verdict, str]:
-    if "hash_overlap" in p:
-        if p["hash_overlap"]:
-            return "leak", f"{p['hash_overlap']} identical content hash(es) on both sides"
-    elif p["id_overlap_normalised"]:
+def _pair_verdict(p: PairOverlap, file_name: bool) -> tuple[Verdict, str]:
+    if p.hash_overlap is not None:
+        if p.hash_overlap:
+            return "leak", f"{p.hash_overlap} identical content hash(es) on both sides"
+    elif p.id_overlap_normalised:
         if file_name:
-            return "unverified", f"{p['id_overlap_normalised']} file name collision(s), no hashes to tell them apart"
-        return "leak", f"{p['id_overlap_normalised']} shared sample id(s) ({p['id_overlap_exact']} exact)"
-    if p.get("group_overlap"):
-        return "leak", f"{p['group_overlap']} group/subject key(s) on both sides"
+            return "unverified", f"{p.id_overlap_normalised} file name collision(s), no hashes to tell them apart"
+        return "leak", f"{p.id_overlap_normalised} shared sample id(s) ({p.id_overlap_exact} exact)"
+    if p.group_overlap:
+        return "leak", f"{p.group_overlap} group/subject key(s) on both sides"
     return "clean", "no shared ids or content"
 
 
-async def run(inp: LeakageInputs, reader: InputReader) -> Finding:
+async def run(inp: LeakageInputs, reader: InputReader) -> ProbeFinding:
     file_name = inp.id_kind == "file_name"
     data = {n: await _load(n, s, reader) for n, s in inp.splits.items()}
     findings: list[tuple[Verdict, str]] = []
     m: dict[str, Any] = {"id_kind": inp.id_kind, "splits": {}, "pairs": {}}
     for name, d in data.items():
-        m["splits"][name] = dup = _dupes(d, file_name)
-        if dup["duplicate_ids_normalised"]:
-            findings.append(("bug", f"split {name!r} lists {dup['duplicate_ids_normalised']} item(s) twice "
+        dup = _dupes(d, file_name)
+        m["splits"][name] = dup.model_dump()
+        if dup.duplicate_ids_normalised:
+            findings.append(("bug", f"split {name!r} lists {dup.duplicate_ids_normalised} item(s) twice "
                              "(duplicate ingestion, e.g. Train/ and train/ on a case-insensitive FS)"))
     for (na, a), (nb, b) in combinations(data.items(), 2):
         p = _pair(a, b, file_name)
-        p["verdict"], p["reason"] = _pair_verdict(p, file_name)
-        m["pairs"][f"{na}|{nb}"] = p
-        if p["verdict"] != "clean":
-            share = max(p["id_overlap_normalised"], p.get("hash_overlap", 0)) / max(1, min(len(a.ids), len(b.ids)))
-            findings.append((p["verdict"], f"{na} vs {nb}: {p['reason']} ({share:.1%} of the smaller split)"))
-        elif p.get("name_collisions_distinct_bytes"):
-            m["pairs"][f"{na}|{nb}"]["note"] = "name collisions with distinct bytes are not leakage"
+        p.verdict, p.reason = _pair_verdict(p, file_name)
+        if p.verdict != "clean":
+            share = max(p.id_overlap_normalised, p.hash_overlap or 0) / max(1, min(len(a.ids), len(b.ids)))
+            findings.append((p.verdict, f"{na} vs {nb}: {p.reason} ({share:.1%} of the smaller split)"))
+        elif p.name_collisions_distinct_bytes:
+            p.note = "name collisions with distinct bytes are not leakage"
+        m["pairs"][f"{na}|{nb}"] = p.model_dump(exclude_none=True)
     findings += _temporal(inp, data, m) + _selection(inp, m)
     return _finish(findings, m)
 
@@ -256,13 +282,13 @@ def _selection(inp: LeakageInputs, m: dict[str, Any]) -> list[tuple[Verdict, str
     return out
 
 
-def _finish(findings: list[tuple[Verdict, str]], m: dict[str, Any]) -> Finding:
+def _finish(findings: list[tuple[Verdict, str]], m: dict[str, Any]) -> ProbeFinding:
     m["findings"] = [f"{v}: {r}" for v, r in findings]
     if not findings:
-        return Finding(measurements=m, verdict="clean", reason="no overlap, duplicate or selection finding",
-                       disclosure="No shared ids, content hashes, groups or selection on test were found "
-                       "between the splits as given; this covers the prepared artifacts, not preprocessing fits.",
-                       next_probe=next_probe("VP7", "fair comparison", "leakage clean; check the baselines"))
+        return ProbeFinding(measurements=m, verdict="clean", reason="no overlap, duplicate or selection finding",
+                            disclosure="No shared ids, content hashes, groups or selection on test were found "
+                            "between the splits as given; this covers the prepared artifacts, not preprocessing fits.",
+                            next_probe=next_probe("VP7", "fair comparison", "leakage clean; check the baselines"))
     verdict = min((v for v, _ in findings), key=_ORDER.index)
     text = "; ".join(r for v, r in findings if v == verdict)
     sentences = {
@@ -275,4 +301,4 @@ def _finish(findings: list[tuple[Verdict, str]], m: dict[str, Any]) -> Finding:
                       "bytes are compared: pass content hashes.",
     }
     nxt = next_probe("VP6", "leakage audit", "rebuild the splits and re-run this probe", "leakage")
-    return Finding(measurements=m, verdict=verdict, reason=text, disclosure=sentences[verdict], next_probe=nxt)
+    return ProbeFinding(measurements=m, verdict=verdict, reason=text, disclosure=sentences[verdict], next_probe=nxt)

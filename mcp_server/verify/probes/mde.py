@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mcp_server.errors import InputError
 from mcp_server.verify import stats
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, next_probe, num
+from mcp_server.verify.probes.result import ProbeFinding, next_probe, num
 
 CATALOG = ["VP11"]
 QUESTION = "Can this many seeds per arm detect the effect you would act on?"
@@ -56,58 +56,58 @@ def _spread(inp: MdeInputs) -> tuple[float | None, int | None, float | None, int
     return sd, n, sd_o, n_o
 
 
-async def run(inp: MdeInputs, reader: InputReader) -> Finding:
+async def run(inp: MdeInputs, reader: InputReader) -> ProbeFinding:
     sd, n, sd_o, n_o = _spread(inp)
     if n is None:
         raise InputError("runs per arm unknown", expected="`n`, or per-seed `baseline_values`")
     m: dict[str, Any] = {"sd_baseline": num(sd), "sd_other": num(sd_o), "n": n, "n_other": n_o or n,
                          "alpha": inp.alpha, "power": inp.power, "claimed_effect": inp.claimed_effect}
     if sd is None:
-        return Finding(measurements=m, verdict="unverified", reason="a single baseline seed has no sd",
-                       disclosure="With one baseline seed there is no seed spread, so no detectable effect "
-                       "can be computed; run at least 2 (better 3-5) seeds per arm.")
+        return ProbeFinding(measurements=m, verdict="unverified", reason="a single baseline seed has no sd",
+                            disclosure="With one baseline seed there is no seed spread, so no detectable effect "
+                            "can be computed; run at least 2 (better 3-5) seeds per arm.")
     used = max(sd, sd_o or 0.0)
     res = stats.mde(used, n, n_o, inp.alpha, inp.power)
     if res is None:
-        return Finding(measurements=m, verdict="unverified", reason="degrees of freedom < 1",
-                       disclosure="One run per arm leaves no degrees of freedom: the design cannot tell "
-                       "any effect from noise; run more seeds.")
+        return ProbeFinding(measurements=m, verdict="unverified", reason="degrees of freedom < 1",
+                            disclosure="One run per arm leaves no degrees of freedom: the design cannot tell "
+                            "any effect from noise; run more seeds.")
     m.update(sd_used=num(used), sd_from="noisier arm" if sd_o is not None and sd_o > sd else "baseline",
              df=res.df, t_crit=num(res.t_alpha), t_power=num(res.t_power), mde=num(res.mde),
              mde_power=num(res.mde_power))
     if used == 0:
-        return Finding(measurements=m, verdict="unverified", reason="zero spread across seeds",
-                       disclosure="Every seed gave the same value: either the runs are bit-deterministic or "
-                       "the seeds never reached the run; check the seeds differ before trusting an MDE of 0.",
-                       next_probe=next_probe("VP15", "checkpoint determinism", "confirm the seeds took effect",
-                                             "checkpoint_identity"))
+        return ProbeFinding(measurements=m, verdict="unverified", reason="zero spread across seeds",
+                            disclosure="Every seed gave the same value: either the runs are bit-deterministic or "
+                            "the seeds never reached the run; check the seeds differ before trusting an MDE of 0.",
+                            next_probe=next_probe("VP15", "checkpoint determinism", "confirm the seeds took effect",
+                                                  "checkpoint_identity"))
     if inp.claimed_effect is None:
-        return Finding(measurements=m, verdict="not_applicable", reason="no claimed effect to test against",
-                       disclosure=f"With n = {n} per arm (sd {num(used)}), differences below {num(res.mde)} "
-                       f"({num(res.mde_power)} at {inp.power:.0%} power) cannot be told from seed noise.")
+        return ProbeFinding(measurements=m, verdict="not_applicable", reason="no claimed effect to test against",
+                            disclosure=f"With n = {n} per arm (sd {num(used)}), differences below {num(res.mde)} "
+                            f"({num(res.mde_power)} at {inp.power:.0%} power) cannot be told from seed noise.")
     return _against_claim(inp, m, res, used)
 
 
-def _against_claim(inp: MdeInputs, m: dict[str, Any], res: stats.Mde, sd: float) -> Finding:
+def _against_claim(inp: MdeInputs, m: dict[str, Any], res: stats.Mde, sd: float) -> ProbeFinding:
     effect = abs(inp.claimed_effect or 0.0)
     need = stats.n_for_effect(sd, effect, inp.alpha)
     need_p = stats.n_for_effect(sd, effect, inp.alpha, inp.power)
     m.update(n_needed=need, n_needed_at_power=need_p)
     if effect < res.mde:
         more = f"about {need} seeds per arm would" if need else "no practical seed count would"
-        return Finding(
+        return ProbeFinding(
             measurements=m, verdict="underpowered", reason=f"claimed {effect} < MDE {num(res.mde)}",
             disclosure=f"With n = {res.n} seeds per arm and seed sd {num(sd)}, the minimum detectable effect "
             f"is {num(res.mde)} (t = {num(res.t_alpha)}, df = {res.df}), larger than the claimed {effect}: "
             f"the design cannot resolve it (underpowered, not null); {more} resolve it.",
             next_probe=next_probe("VP11", "metric & statistical integrity", "add seeds or go paired on "
-                                  "per-item scores", "seed_variance"))
+                                       "per-item scores", "seed_variance"))
     warnings = []
     if effect < res.mde_power:
         warnings.append(f"the claim clears the MDE {num(res.mde)} but not the {inp.power:.0%}-power MDE "
                         f"{num(res.mde_power)}: a true effect this size is missed often; "
                         f"{need_p} seeds per arm reach {inp.power:.0%} power")
-    return Finding(
+    return ProbeFinding(
         measurements=m, verdict="clean", reason=f"claimed {effect} >= MDE {num(res.mde)}", warnings=warnings,
         disclosure=f"With n = {res.n} seeds per arm the minimum detectable effect is {num(res.mde)}; an effect "
         f"of {effect} is within what the design can resolve (still to be tested against the seeds).",

@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from mcp_server.verify.probes.directions import Direction, direction_of, normalise
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, Verdict, next_probe, num
+from mcp_server.verify.probes.result import ProbeFinding, Verdict, next_probe, num
 
 CATALOG = ["VP11", "VP9"]
 QUESTION = "Is the metric read the right way round, above its chance floor, and reported to a precision n supports?"
@@ -127,7 +127,7 @@ def _precision(inp: MetricSanityInputs, m: dict[str, Any]) -> list[str]:
     return []
 
 
-async def run(inp: MetricSanityInputs, reader: InputReader) -> Finding:
+async def run(inp: MetricSanityInputs, reader: InputReader) -> ProbeFinding:
     table = direction_of(inp.metric)
     d = inp.direction or table
     m: dict[str, Any] = {"metric": inp.metric, "value": inp.value, "direction_table": table,
@@ -175,20 +175,20 @@ def _sparse(inp: MetricSanityInputs) -> list[tuple[Verdict, str]]:
 
 
 def _finish(inp: MetricSanityInputs, found: list[tuple[Verdict, str]], warnings: list[str],
-            m: dict[str, Any]) -> Finding:
+            m: dict[str, Any]) -> ProbeFinding:
     m["findings"] = [f"{v}: {r}" for v, r in found]
     if not found:
         d = inp.direction or direction_of(inp.metric)
-        return Finding(measurements=m, verdict="clean", reason="direction known, no chance or sparsity finding",
-                       warnings=warnings, disclosure=f"{inp.metric} ({d} is better)"
-                       + (f", n = {inp.n}" if inp.n is not None else "")
-                       + (f"; {warnings[0]}" if warnings else "") + ".",
-                       next_probe=next_probe("VP4", "seed variance", "put a variance band on it", "seed_variance"))
+        return ProbeFinding(measurements=m, verdict="clean", reason="direction known, no chance or sparsity finding",
+                            warnings=warnings, disclosure=f"{inp.metric} ({d} is better)"
+                            + (f", n = {inp.n}" if inp.n is not None else "")
+                            + (f"; {warnings[0]}" if warnings else "") + ".",
+                            next_probe=next_probe("VP4", "seed variance", "put a variance band on it", "seed_variance"))
     verdict = min((v for v, _ in found), key=_ORDER.index)
     text = "; ".join(r for v, r in found if v == verdict)
     extra = f" Also: {'; '.join(warnings)}." if warnings else ""
-    return Finding(measurements=m, verdict=verdict, reason=text, warnings=warnings,
-                   disclosure=f"{inp.metric} = {inp.reported or inp.value}: {text}.{extra}",
-                   next_probe=next_probe("VP9", "localize where the signal dies", "measure content directly "
-                                         "(input ceiling, per-stage probe)") if verdict in ("bug", "collapsed")
-                   else next_probe("VP11", "metric & statistical integrity", "fix the metric before reporting it"))
+    return ProbeFinding(measurements=m, verdict=verdict, reason=text, warnings=warnings,
+                        disclosure=f"{inp.metric} = {inp.reported or inp.value}: {text}.{extra}",
+                        next_probe=next_probe("VP9", "localize where the signal dies", "measure content directly "
+                                              "(input ceiling, per-stage probe)") if verdict in ("bug", "collapsed")
+                        else next_probe("VP11", "metric & statistical integrity", "fix the metric before reporting it"))

@@ -25,7 +25,7 @@ _EXT = {
 }
 
 
-class _Yaml12Loader(yaml.SafeLoader):  # type: ignore[misc]
+class _Yaml12Loader(yaml.SafeLoader):
     """SafeLoader that reads `1e-3` as a float, as YAML 1.2 and every trainer do
     (PyYAML's YAML 1.1 rules would make it the string '1e-3' and a config diff would lie)."""
 

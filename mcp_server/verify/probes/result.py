@@ -76,7 +76,7 @@ class ProbeResult(BaseModel):
     ledger_id: int | None = Field(default=None, description="the ledger event recording this result")
 
 
-class Finding(BaseModel):
+class ProbeFinding(BaseModel):
     """What a probe's pure evaluation returns; the dispatcher adds digest and provenance."""
 
     measurements: dict[str, JsonValue]

@@ -16,7 +16,16 @@ from mcp_server.errors import InputError
 from mcp_server.verify import stats
 from mcp_server.verify.probes.directions import Direction, resolve
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, NextProbe, Verdict, fmt, next_probe, num
+from mcp_server.verify.probes.result import NextProbe, ProbeFinding, Verdict, fmt, next_probe, num
+from mcp_server.verify.probes.seed_comparison import (
+    Comparison,
+    NoVarianceTest,
+    PairedTest,
+    SeedTest,
+    SingleSeedTest,
+    VarianceSource,
+    WelchTest,
+)
 from mcp_server.verify.probes.sources import KeyedSeries, Series, load_series
 
 CATALOG = ["VP4", "VP11"]
@@ -97,7 +106,7 @@ def _align(a: _Loaded, b: _Loaded) -> tuple[list[float], list[float], list[str]]
     return [c[0] for c in common], [c[1] for c in common], warnings
 
 
-def _paired(a: _Loaded, b: _Loaded, inp: SeedVarianceInputs) -> tuple[dict[str, Any] | None, list[str]]:
+def _paired(a: _Loaded, b: _Loaded, inp: SeedVarianceInputs) -> tuple[PairedTest | None, list[str]]:
     if a.items is None or b.items is None:
         return None, []
     x, y, warnings = _align(a, b)
@@ -111,45 +120,48 @@ def _paired(a: _Loaded, b: _Loaded, inp: SeedVarianceInputs) -> tuple[dict[str, 
     if resamples < inp.bootstrap_resamples:
         warnings.append(f"bootstrap cut to {resamples} resamples for {len(x)} items to stay within the call's time")
     boot = stats.paired_bootstrap(x, y, resamples, inp.bootstrap_seed, inp.confidence)
-    return {"n_items": t.n, "mean_diff": num(t.mean_diff), "t": num(t.t), "df": t.df, "p": num(t.p),
-            "ci_low": num(t.ci_low), "ci_high": num(t.ci_high), "reason": t.reason,
-            "bootstrap_ci_low": num(boot.ci_low), "bootstrap_ci_high": num(boot.ci_high),
-            "bootstrap_frac_le_zero": num(boot.frac_le_zero), "bootstrap_resamples": boot.resamples,
-            "bootstrap_seed": boot.seed, "_p": t.p}, warnings
+    return PairedTest(
+        n_items=t.n, mean_diff=num(t.mean_diff), t=num(t.t), df=t.df, p=num(t.p), ci_low=num(t.ci_low),
+        ci_high=num(t.ci_high), reason=t.reason, bootstrap_ci_low=num(boot.ci_low),
+        bootstrap_ci_high=num(boot.ci_high), bootstrap_frac_le_zero=num(boot.frac_le_zero),
+        bootstrap_resamples=boot.resamples, bootstrap_seed=boot.seed, raw_p=t.p), warnings
 
 
-def _compare(arm: _Loaded, base: _Loaded, inp: SeedVarianceInputs, d: Direction) -> dict[str, Any]:
-    """One comparison's numbers; `_p` is the p-value that enters the Holm family."""
-    c: dict[str, Any] = {"arm": arm.name, "baseline": base.name, "n_arm": len(arm.seeds),
-                         "n_baseline": len(base.seeds)}
-    paired, c["warnings"] = _paired(arm, base, inp)
+def _seed_test(arm: _Loaded, base: _Loaded, inp: SeedVarianceInputs,
+               d: Direction) -> tuple[VarianceSource, SeedTest, float | None]:
+    """The seed-level test the seed counts allow, and its p-value."""
     if len(arm.seeds) >= 2 and len(base.seeds) >= 2:
         w = stats.welch(arm.seeds, base.seeds, inp.confidence)
         sd = max(stats.summarize(arm.seeds).std or 0.0, stats.summarize(base.seeds).std or 0.0)
         m = stats.mde(sd, len(arm.seeds), len(base.seeds), inp.alpha)
-        c.update(variance="seed", delta=num(w.delta), welch_t=num(w.t), welch_df=num(w.df), p=num(w.p),
-                 ci_low=num(w.ci_low), ci_high=num(w.ci_high), cohens_d=num(w.cohens_d), reason=w.reason,
-                 mde=num(m.mde) if m else None, mde_sd_noisier_arm=num(sd), _p=w.p)
-    elif len(arm.seeds) == 1 and len(base.seeds) >= 1:
+        return "seed", WelchTest(
+            delta=num(w.delta), welch_t=num(w.t), welch_df=num(w.df), p=num(w.p), ci_low=num(w.ci_low),
+            ci_high=num(w.ci_high), cohens_d=num(w.cohens_d), reason=w.reason, mde=num(m.mde) if m else None,
+            mde_sd_noisier_arm=num(sd)), w.p
+    if len(arm.seeds) == 1 and len(base.seeds) >= 1:
         s = stats.single_vs_arm(arm.seeds[0], base.seeds, d)
         detectable = None
         if s.df is not None:
             sd = stats.summarize(base.seeds).std or 0.0
             detectable = stats.t_critical(s.df, inp.alpha) * sd * math.sqrt(1 + 1 / s.n)
-        c.update(variance="single_seed_vs_baseline_seeds", value=num(s.value), baseline_mean=num(s.mean),
-                 baseline_best=num(s.best), baseline_worst=num(s.worst), vs_mean=num(s.vs_mean),
-                 vs_best=num(s.vs_best), vs_worst=num(s.vs_worst), inside_range=s.inside_range,
-                 delta=num(s.vs_mean), prediction_t=num(s.t), p=num(s.p), reason=s.reason,
-                 mde=num(detectable), _p=s.p)
-    else:
-        both = arm.seeds and base.seeds
-        c.update(variance="none", delta=num(_mean(arm.seeds) - _mean(base.seeds)) if both else None,
-                 reason="the baseline has a single seed: no seed variance to test against", _p=None)
-    if paired is not None:
-        c["paired"] = paired
-        if c["_p"] is None:
-            c.update(variance="item", _p=paired.pop("_p"))
-        paired.pop("_p", None)
+        return "single_seed_vs_baseline_seeds", SingleSeedTest(
+            value=num(s.value), baseline_mean=num(s.mean), baseline_best=num(s.best),
+            baseline_worst=num(s.worst), vs_mean=num(s.vs_mean), vs_best=num(s.vs_best),
+            vs_worst=num(s.vs_worst), inside_range=s.inside_range, delta=num(s.vs_mean), prediction_t=num(s.t),
+            p=num(s.p), reason=s.reason, mde=num(detectable)), s.p
+    both = arm.seeds and base.seeds
+    return "none", NoVarianceTest(
+        delta=num(_mean(arm.seeds) - _mean(base.seeds)) if both else None,
+        reason="the baseline has a single seed: no seed variance to test against"), None
+
+
+def _compare(arm: _Loaded, base: _Loaded, inp: SeedVarianceInputs, d: Direction) -> Comparison:
+    paired, warnings = _paired(arm, base, inp)
+    variance, test, p = _seed_test(arm, base, inp, d)
+    c = Comparison(arm=arm.name, baseline=base.name, n_arm=len(arm.seeds), n_baseline=len(base.seeds),
+                   variance=variance, test=test, raw_p=p, warnings=warnings, paired=paired)
+    if paired is not None and c.raw_p is None:
+        c.variance, c.raw_p = "item", paired.raw_p
     return c
 
 
@@ -157,16 +169,16 @@ def _mean(v: list[float]) -> float:
     return sum(v) / len(v) if v else float("nan")
 
 
-def _verdict(c: dict[str, Any], inp: SeedVarianceInputs, unstable: set[str]) -> Verdict:
-    if c["arm"] in unstable or c["baseline"] in unstable:
+def _verdict(c: Comparison, inp: SeedVarianceInputs, unstable: set[str]) -> Verdict:
+    if c.arm in unstable or c.baseline in unstable:
         return "instability"
-    if c.get("_p") is None:
+    if c.raw_p is None or c.p_holm is None:
         return "unverified"
-    if c.get("inside_range"):
+    if isinstance(c.test, SingleSeedTest) and c.test.inside_range:
         return "noise"
-    if c["p_holm"] < inp.alpha:
+    if c.p_holm < inp.alpha:
         return "effect"
-    mde = c.get("mde")
+    mde = c.test.mde
     if inp.min_effect is not None and mde is not None and mde > abs(inp.min_effect):
         return "underpowered"
     return "noise"
@@ -182,7 +194,7 @@ def _instability(arms: list[_Loaded]) -> tuple[set[str], dict[str, Any]]:
     return flagged, info
 
 
-async def run(inp: SeedVarianceInputs, reader: InputReader) -> Finding:
+async def run(inp: SeedVarianceInputs, reader: InputReader) -> ProbeFinding:
     direction, warnings = resolve(inp.metric, inp.direction)
     names = [inp.baseline.name] + [a.name for a in inp.arms]
     if len(set(names)) != len(names):
@@ -194,23 +206,22 @@ async def run(inp: SeedVarianceInputs, reader: InputReader) -> Finding:
     d: Direction = direction or "higher"
     unstable, unstable_info = _instability([base, *arms])
     comps = [_compare(a, base, inp, d) for a in arms]
-    testable = [c for c in comps if c["_p"] is not None]
+    testable = [(c, c.raw_p) for c in comps if c.raw_p is not None]
     family = max(inp.comparisons_tried or 0, len(comps))
-    for c, adj in zip(testable, stats.holm([c["_p"] for c in testable], family), strict=True):
-        c["p_holm"] = num(adj)
+    for (c, _), adj in zip(testable, stats.holm([p for _, p in testable], family), strict=True):
+        c.p_holm = num(adj)
     for c in comps:
-        c["verdict"] = _verdict(c, inp, unstable)
-        warnings += [f"{c['arm']}: {w}" for w in c.pop("warnings")]
-        c.pop("_p")
-    verdict = min((c["verdict"] for c in comps), key=_ORDER.index)
+        c.verdict = _verdict(c, inp, unstable)
+        warnings += [f"{c.arm}: {w}" for w in c.warnings]
+    verdict = min((c.verdict for c in comps), key=_ORDER.index)
     m: dict[str, Any] = {"metric": inp.metric, "direction": direction, "alpha": inp.alpha,
                          "holm_family_size": family, "arms": {a.name: _summary(a, inp) for a in [base, *arms]},
-                         "comparisons": comps}
+                         "comparisons": [c.measurements() for c in comps]}
     if unstable_info:
         m["instability"] = unstable_info
-    return Finding(measurements=m, verdict=verdict, reason=_reason(comps, verdict),
-                   disclosure=" ".join(_sentence(c, inp, d) for c in comps), warnings=warnings,
-                   next_probe=_next(verdict))
+    return ProbeFinding(measurements=m, verdict=verdict, reason=_reason(comps, verdict),
+                             disclosure=" ".join(_sentence(c, inp, d) for c in comps), warnings=warnings,
+                             next_probe=_next(verdict))
 
 
 def _summary(a: _Loaded, inp: SeedVarianceInputs) -> dict[str, Any]:
@@ -220,44 +231,44 @@ def _summary(a: _Loaded, inp: SeedVarianceInputs) -> dict[str, Any]:
     return {k: (num(v) if isinstance(v, float) else v) for k, v in s.model_dump().items()} | {"nonfinite": a.nonfinite}
 
 
-def _reason(comps: list[dict[str, Any]], verdict: Verdict) -> str:
-    parts = [f"{c['arm']}: {c['verdict']}" for c in comps]
+def _reason(comps: list[Comparison], verdict: Verdict) -> str:
+    parts = [f"{c.arm}: {c.verdict}" for c in comps]
     return f"overall {verdict}: " + "; ".join(parts)
 
 
-def _sentence(c: dict[str, Any], inp: SeedVarianceInputs, d: Direction) -> str:
+def _sentence(c: Comparison, inp: SeedVarianceInputs, d: Direction) -> str:
     metric = inp.metric or "the metric"
-    who = f"{c['arm']} vs {c['baseline']}"
-    v = c["verdict"]
+    who = f"{c.arm} vs {c.baseline}"
+    v, t = c.verdict, c.test
     if v == "instability":
         return (f"{who}: a seed failed or fell far outside the others (non-finite or outlier); that is "
                 "instability of the config, so retry the identical config rather than report a mean.")
-    if c["variance"] == "single_seed_vs_baseline_seeds":
-        head = (f"{who}: {c['arm']} is a single seed ({fmt(c['value'])}) against baseline mean "
-                f"{fmt(c['baseline_mean'])} ({fmt(c['vs_mean'], True)}), best seed {fmt(c['baseline_best'])} "
-                f"({fmt(c['vs_best'], True)}) and worst seed {fmt(c['baseline_worst'])} ({fmt(c['vs_worst'], True)}) "
+    if c.variance == "single_seed_vs_baseline_seeds" and isinstance(t, SingleSeedTest):
+        head = (f"{who}: {c.arm} is a single seed ({fmt(t.value)}) against baseline mean "
+                f"{fmt(t.baseline_mean)} ({fmt(t.vs_mean, True)}), best seed {fmt(t.baseline_best)} "
+                f"({fmt(t.vs_best, True)}) and worst seed {fmt(t.baseline_worst)} ({fmt(t.vs_worst, True)}) "
                 f"on {metric} ({d} is better); single seed, no variance band: a delta inside run-to-run noise "
                 "cannot be told from signal.")
-        return head + (" It lies inside the baseline's seed range." if c.get("inside_range") else "")
+        return head + (" It lies inside the baseline's seed range." if t.inside_range else "")
     if v == "unverified":
-        delta = fmt(c["delta"], True) if c["delta"] is not None else "n/a"
-        return f"{who}: {c['reason']}; no variance band, so the delta {delta} is not yet a result."
-    p_txt = f"p = {fmt(c['p'])} (Holm-adjusted {fmt(c['p_holm'])})"
-    base = (f"{who}: delta {fmt(c['delta'], True)} on {metric} ({d} is better), {p_txt}, "
-            f"n = {c['n_arm']}/{c['n_baseline']} seeds, {_variance_words(c)}")
+        delta = fmt(t.delta, True) if t.delta is not None else "n/a"
+        return f"{who}: {t.reason}; no variance band, so the delta {delta} is not yet a result."
+    p_txt = f"p = {fmt(t.p)} (Holm-adjusted {fmt(c.p_holm)})"
+    base = (f"{who}: delta {fmt(t.delta, True)} on {metric} ({d} is better), {p_txt}, "
+            f"n = {c.n_arm}/{c.n_baseline} seeds, {_variance_words(c)}")
     if v == "effect":
         return base + "; larger than that noise."
     if v == "underpowered":
-        return (base + f"; the smallest detectable difference here is {fmt(c['mde'])}, above the "
+        return (base + f"; the smallest detectable difference here is {fmt(t.mde)}, above the "
                 f"{fmt(inp.min_effect)} you would act on: underpowered, not a null result.")
-    return base + f"; inside the noise (smallest detectable difference {fmt(c.get('mde'))}), so not an improvement."
+    return base + f"; inside the noise (smallest detectable difference {fmt(t.mde)}), so not an improvement."
 
 
-def _variance_words(c: dict[str, Any]) -> str:
-    if c["variance"] == "item":
-        p = c["paired"]
-        return (f"paired over {p['n_items']} items, bootstrap CI [{fmt(p['bootstrap_ci_low'])}, "
-                f"{fmt(p['bootstrap_ci_high'])}] (sampling variance of the test items, not seed variance)")
+def _variance_words(c: Comparison) -> str:
+    if c.variance == "item" and c.paired is not None:
+        p = c.paired
+        return (f"paired over {p.n_items} items, bootstrap CI [{fmt(p.bootstrap_ci_low)}, "
+                f"{fmt(p.bootstrap_ci_high)}] (sampling variance of the test items, not seed variance)")
     return "variance over seeds (init/optimization)"
 
 

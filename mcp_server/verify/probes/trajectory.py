@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcp_server.errors import InputError
 from mcp_server.verify.probes.directions import Direction, resolve
 from mcp_server.verify.probes.refs import InputReader
-from mcp_server.verify.probes.result import Finding, NextProbe, next_probe, num
+from mcp_server.verify.probes.result import NextProbe, ProbeFinding, next_probe, num
 from mcp_server.verify.probes.sources import KeyedSeries, load_series
 
 CATALOG = ["VP2"]
@@ -120,19 +120,29 @@ def _sample(values: list[float | None], steps: list[float]) -> list[list[float |
     return out
 
 
-def _spikes(grad: list[float | None], factor: float) -> dict[str, Any]:
+class GradNormSpikes(BaseModel):
+    """Spikes in the gradient-norm history (only the point count when none was finite)."""
+
+    grad_norm_points: int
+    grad_norm_median: float | None = None
+    grad_norm_max_over_median: float | None = None
+    grad_norm_spikes: int = 0
+    grad_norm_nonfinite: int | None = None
+
+
+def _spikes(grad: list[float | None], factor: float) -> GradNormSpikes:
     g = np.array([x for x in grad if x is not None and math.isfinite(x)])
     if g.size == 0:
-        return {"grad_norm_points": 0}
+        return GradNormSpikes(grad_norm_points=0)
     med = float(np.median(g))
     ratio = float(g.max() / med) if med > 0 else None
     count = int(np.sum(g > factor * med)) if med > 0 else 0
-    return {"grad_norm_points": int(g.size), "grad_norm_median": num(med),
-            "grad_norm_max_over_median": num(ratio), "grad_norm_spikes": count,
-            "grad_norm_nonfinite": sum(1 for x in grad if x is not None and not math.isfinite(x))}
+    return GradNormSpikes(grad_norm_points=int(g.size), grad_norm_median=num(med),
+                          grad_norm_max_over_median=num(ratio), grad_norm_spikes=count,
+                          grad_norm_nonfinite=sum(1 for x in grad if x is not None and not math.isfinite(x)))
 
 
-async def run(inp: TrajectoryInputs, reader: InputReader) -> Finding:
+async def run(inp: TrajectoryInputs, reader: InputReader) -> ProbeFinding:
     direction, notes = resolve(inp.metric, inp.direction)
     if direction is None:
         raise InputError("the metric's direction is unknown; it is never assumed",
@@ -141,11 +151,14 @@ async def run(inp: TrajectoryInputs, reader: InputReader) -> Finding:
     shape = classify(vals, steps, direction, inp.decline_fraction, inp.plateau_fraction)
     m: dict[str, Any] = {"metric": inp.metric, "direction": direction,
                          "run": _dump(shape), "run_sample": _sample(vals, steps)}
+    spikes = 0
     if inp.grad_norm is not None:
         g, _ = await load_series(inp.grad_norm, reader, "grad-norm curve")
-        m.update(_spikes(g, inp.spike_factor))
+        grad = _spikes(g, inp.spike_factor)
+        m.update(grad.model_dump(exclude_unset=True))
+        spikes = grad.grad_norm_spikes
     name = inp.metric or "metric"
-    found = _unhealthy(shape, name, m, inp, direction)
+    found = _unhealthy(shape, name, m, inp, direction, spikes)
     if found is None and inp.control is None:
         found = _alone(shape, name, m)
     if found is None:
@@ -168,43 +181,45 @@ def _chance_hit(s: Shape, chance: float | None, direction: Direction) -> bool:
     return s.best <= chance + tol if direction == "higher" else s.best >= chance - tol
 
 
-def _unhealthy(s: Shape, name: str, m: dict[str, Any], inp: TrajectoryInputs, d: Direction) -> Finding | None:
-    spikes = m.get("grad_norm_spikes") or 0
+def _unhealthy(s: Shape, name: str, m: dict[str, Any], inp: TrajectoryInputs, d: Direction,
+               spikes: int) -> ProbeFinding | None:
     if s.shape == "non_finite":
-        return Finding(measurements=m, verdict="instability",
-                       reason=f"non-finite value at step {s.first_nonfinite_step}",
-                       disclosure=f"The {name} curve becomes NaN/inf at step {num(s.first_nonfinite_step)}: the "
-                       "run diverged, so its endpoint is not a result; retry the identical config and check "
-                       "the loss math.", next_probe=_np_sh2(name))
+        return ProbeFinding(measurements=m, verdict="instability",
+                            reason=f"non-finite value at step {s.first_nonfinite_step}",
+                            disclosure=f"The {name} curve becomes NaN/inf at step {num(s.first_nonfinite_step)}: the "
+                            "run diverged, so its endpoint is not a result; retry the identical config and check "
+                            "the loss math.", next_probe=_np_sh2(name))
     if s.shape in ("empty", "too_short"):
-        return Finding(measurements=m, verdict="unverified", reason=f"{s.points} logged point(s)",
-                       disclosure=f"The {name} history has {s.points} point(s): too few to read a trajectory.")
+        return ProbeFinding(measurements=m, verdict="unverified", reason=f"{s.points} logged point(s)",
+                            disclosure=f"The {name} history has {s.points} point(s): too few to read a trajectory.")
     if s.shape == "flat":
-        return Finding(measurements=m, verdict="bug", reason="the metric never changed",
-                       disclosure=f"The {name} curve is constant at {num(s.last)} over {s.points} points: the "
-                       "metric is not following the model (scorer, logging or a dead model), not a result.",
-                       next_probe=next_probe("SH1", "smoke-hidden failure", "find why the metric never moves"))
+        return ProbeFinding(measurements=m, verdict="bug", reason="the metric never changed",
+                            disclosure=f"The {name} curve is constant at {num(s.last)} over {s.points} points: the "
+                            "metric is not following the model (scorer, logging or a dead model), not a result.",
+                            next_probe=next_probe("SH1", "smoke-hidden failure", "find why the metric never moves"))
     if _chance_hit(s, inp.chance, d):
-        return Finding(measurements=m, verdict="bug", reason=f"best value {num(s.best)} sits at chance {inp.chance}",
-                       disclosure=f"The {name} curve never leaves its chance floor ({inp.chance}): nothing was "
-                       "learned that the metric can see; do not tune against it.",
-                       next_probe=next_probe("VP9", "localize where the signal dies",
-                                             "probe the input and each stage for content"))
+        return ProbeFinding(measurements=m, verdict="bug",
+                                 reason=f"best value {num(s.best)} sits at chance {inp.chance}",
+                            disclosure=f"The {name} curve never leaves its chance floor ({inp.chance}): nothing was "
+                            "learned that the metric can see; do not tune against it.",
+                            next_probe=next_probe("VP9", "localize where the signal dies",
+                                                  "probe the input and each stage for content"))
     if s.shape == "best_at_first":
         extra = f"; grad-norm spikes above {inp.spike_factor}x its median: {spikes}" if spikes else ""
-        return Finding(measurements=m, verdict="instability", reason="best value at the first point" + extra,
-                       disclosure=f"The {name} curve never improves on its first point{extra}: the run is "
-                       "unstable or broken, not a measured effect; retry the identical config before "
-                       "reading any gap.", next_probe=next_probe(
-                           "VP4", "instability vs effect", "retry the identical config, more seeds", "seed_variance"))
+        return ProbeFinding(measurements=m, verdict="instability", reason="best value at the first point" + extra,
+                            disclosure=f"The {name} curve never improves on its first point{extra}: the run is "
+                            "unstable or broken, not a measured effect; retry the identical config before "
+                            "reading any gap.", next_probe=next_probe(
+                                "VP4", "instability vs effect", "retry the identical config, more seeds",
+                                "seed_variance"))
     if s.shape in ("diverged", "peak_then_decline"):
-        return Finding(measurements=m, verdict="instability",
-                       reason=f"{s.shape}: best {num(s.best)} at step {num(s.best_step)}, last {num(s.last)}",
-                       disclosure=f"The {name} curve peaks at step {num(s.best_step)} and then falls away "
-                       f"({num(s.best)} to {num(s.last)}): under-converged or unstable, so the endpoint "
-                       "is not the run's result; reproduce before comparing.",
-                       next_probe=next_probe("VP3", "reproduce with backup", "rerun the identical config "
-                                             "into a new location", "seed_variance"))
+        return ProbeFinding(measurements=m, verdict="instability",
+                            reason=f"{s.shape}: best {num(s.best)} at step {num(s.best_step)}, last {num(s.last)}",
+                            disclosure=f"The {name} curve peaks at step {num(s.best_step)} and then falls away "
+                            f"({num(s.best)} to {num(s.last)}): under-converged or unstable, so the endpoint "
+                            "is not the run's result; reproduce before comparing.",
+                            next_probe=next_probe("VP3", "reproduce with backup", "rerun the identical config "
+                                                  "into a new location", "seed_variance"))
     return None
 
 
@@ -214,16 +229,16 @@ def _np_sh2(name: str) -> NextProbe:
     return next_probe("VP4", "instability vs effect", "retry the identical config", "seed_variance")
 
 
-def _alone(s: Shape, name: str, m: dict[str, Any]) -> Finding:
+def _alone(s: Shape, name: str, m: dict[str, Any]) -> ProbeFinding:
     warnings = []
     if s.shape == "still_improving":
         warnings.append(f"{name} is still improving at the last point: the endpoint understates the "
                         "converged value (undertraining, not a bug)")
-    return Finding(measurements=m, verdict="clean", reason=f"healthy shape ({s.shape}), no control to compare",
-                   disclosure=f"The {name} curve is healthy ({s.shape.replace('_', ' ')}); best {num(s.best)} "
-                   f"at step {num(s.best_step)}, last {num(s.last)}.", warnings=warnings,
-                   next_probe=next_probe("VP4", "seed variance", "measure run-to-run noise before "
-                                         "claiming a gap", "seed_variance"))
+    return ProbeFinding(measurements=m, verdict="clean", reason=f"healthy shape ({s.shape}), no control to compare",
+                        disclosure=f"The {name} curve is healthy ({s.shape.replace('_', ' ')}); best {num(s.best)} "
+                        f"at step {num(s.best_step)}, last {num(s.last)}.", warnings=warnings,
+                        next_probe=next_probe("VP4", "seed variance", "measure run-to-run noise before "
+                                              "claiming a gap", "seed_variance"))
 
 
 def _at(values: list[float | None], steps: list[float], end: float) -> float | None:
@@ -233,12 +248,12 @@ def _at(values: list[float | None], steps: list[float], end: float) -> float | N
 
 def _versus(s: Shape, c: Shape, run: tuple[list[float | None], list[float]],
             ctl: tuple[list[float | None], list[float]], name: str, m: dict[str, Any],
-            inp: TrajectoryInputs, d: Direction) -> Finding:
+            inp: TrajectoryInputs, d: Direction) -> ProbeFinding:
     if c.shape not in HEALTHY:
-        return Finding(measurements=m, verdict="unverified", reason=f"the control curve is {c.shape}",
-                       disclosure=f"The control's {name} curve is itself {c.shape.replace('_', ' ')}: a gap "
-                       "against an unhealthy control says nothing about the change.",
-                       next_probe=next_probe("VP3", "reproduce with backup", "rerun the control", "seed_variance"))
+        return ProbeFinding(measurements=m, verdict="unverified", reason=f"the control curve is {c.shape}",
+                            disclosure=f"The control's {name} curve is itself {c.shape.replace('_', ' ')}: a gap "
+                            "against an unhealthy control says nothing about the change.",
+                            next_probe=next_probe("VP3", "reproduce with backup", "rerun the control", "seed_variance"))
     end = min(s.last_step or 0.0, c.last_step or 0.0)
     rv, cv = _at(*run, end), _at(*ctl, end)
     warnings = []
@@ -246,22 +261,24 @@ def _versus(s: Shape, c: Shape, run: tuple[list[float | None], list[float]],
         warnings.append(f"curves end at different steps ({num(s.last_step)} vs {num(c.last_step)}); "
                         f"compared at step {num(end)}, the common budget")
     if rv is None or cv is None:
-        return Finding(measurements=m, verdict="unverified", reason="no common step to compare at",
-                       disclosure="Run and control share no logged step: their endpoints are at different budgets.")
+        return ProbeFinding(measurements=m, verdict="unverified", reason="no common step to compare at",
+                            disclosure="Run and control share no logged step: their endpoints are at different "
+                            "budgets.")
     gap = rv - cv
     signed = gap if d == "higher" else -gap
     tol = inp.gap_fraction * (c.range or 0.0)
     m.update(compared_at_step=num(end), run_value=num(rv), control_value=num(cv), gap=num(gap),
              gap_tolerance=num(tol))
     if abs(gap) <= tol:
-        return Finding(measurements=m, verdict="clean", reason="the run tracks its control", warnings=warnings,
-                       disclosure=f"Run and control {name} curves agree to within {num(tol)} at step {num(end)}.",
-                       next_probe=next_probe("VP4", "seed variance", "check the agreement is not noise",
-                                             "seed_variance"))
+        return ProbeFinding(measurements=m, verdict="clean", reason="the run tracks its control", warnings=warnings,
+                            disclosure=f"Run and control {name} curves agree to within {num(tol)} at step {num(end)}.",
+                            next_probe=next_probe("VP4", "seed variance", "check the agreement is not noise",
+                                                  "seed_variance"))
     kind = "higher ceiling" if signed > 0 else ("lower ceiling" if s.shape == "plateau" else "gentler slope")
-    return Finding(measurements=m | {"effect_shape": kind}, verdict="effect", warnings=warnings,
-                   reason=f"healthy run and control; {kind}, gap {num(gap)} beyond {num(tol)}",
-                   disclosure=f"Both {name} curves are healthy and the run shows a {kind} (gap {num(gap)} at step "
-                   f"{num(end)}); this is one run per arm, so whether the gap exceeds seed noise is not yet shown.",
-                   next_probe=next_probe("VP4", "seed variance", "test the gap against run-to-run noise",
-                                         "seed_variance"))
+    return ProbeFinding(measurements=m | {"effect_shape": kind}, verdict="effect", warnings=warnings,
+                        reason=f"healthy run and control; {kind}, gap {num(gap)} beyond {num(tol)}",
+                        disclosure=f"Both {name} curves are healthy and the run shows a {kind} (gap {num(gap)} at "
+                        f"step {num(end)}); this is one run per arm, so whether the gap exceeds seed noise is not yet "
+                        "shown.",
+                        next_probe=next_probe("VP4", "seed variance", "test the gap against run-to-run noise",
+                                              "seed_variance"))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from mcp_server.deliver.documents.macros import definitions, uses
 from mcp_server.deliver.documents.tables import find_tables
-from mcp_server.deliver.documents.text import Doc, kind_of, normalize
+from mcp_server.deliver.documents.text import Document, kind_of, normalize
 
 
-def doc(name: str, text: str) -> Doc:
-    return Doc.from_bytes(name, text.encode())
+def doc(name: str, text: str) -> Document:
+    return Document.from_bytes(name, text.encode())
 
 
 def test_normalization_keeps_every_line_length() -> None:
@@ -34,7 +34,8 @@ def test_a_markdown_table_cell_knows_its_header_and_row_label() -> None:
     t = find_tables(d)
     cells = [(c.header, c.labels, c.line, c.percent, c.role_hint) for c in t.cells]
     assert cells == [("PSNR (%)", "Ours", 4, True, None), ("n", "Ours", 4, False, "n")]
-    assert [(tok.text, tok.role, tok.start) for tok in t.cells[0].tokens] == [("31.42", "value", 9), ("0.08", "variance", 17)]
+    assert [(tok.text, tok.role, tok.start) for tok in t.cells[0].tokens] == [
+        ("31.42", "value", 9), ("0.08", "variance", 17)]
     assert t.lines == {2, 3, 4} and "Results" in t.cells[0].scope
 
 

@@ -1,11 +1,10 @@
-"""Printed numbers: grammar, printed precision, the verdict rules, and which tokens are
-reported values at all. Pure functions, parametrized tables."""
+"""Printed numbers: grammar, printed precision, rounding, and which tokens are reported
+values at all. Pure functions, parametrized tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from mcp_server.deliver.matching.judge import verdict
 from mcp_server.deliver.documents.numbers import decimals_of, fmt, parse_text, rounds_to
 from mcp_server.deliver.documents.tokens import tokenize
 
@@ -13,7 +12,8 @@ from mcp_server.deliver.documents.tokens import tokenize
 @pytest.mark.parametrize(("text", "value", "decimals", "percent"), [
     ("31.42", 31.42, 2, False), ("31.420", 31.42, 3, False), ("-0.61", -0.61, 2, False), ("+1.5", 1.5, 1, False),
     (".5", 0.5, 1, False), ("3.2e-4", 3.2e-4, 5, False), ("3.2E-04", 3.2e-4, 5, False), ("76.12%", 76.12, 2, True),
-    ("76.12 %", 76.12, 2, True), ("1,000", 1000.0, 0, False), ("3.2×10^{-4}", 3.2e-4, 5, False), ("1e3", 1000.0, -3, False),
+    ("76.12 %", 76.12, 2, True), ("1,000", 1000.0, 0, False), ("3.2×10^{-4}", 3.2e-4, 5, False),
+    ("1e3", 1000.0, -3, False),
     ("\u22120.61", -0.61, 2, False),
 ])
 def test_a_printed_number_reads_with_its_precision(text: str, value: float, decimals: int, percent: bool) -> None:
@@ -35,31 +35,6 @@ def test_rounding_is_judged_at_the_printed_precision(printed: float, decimals: i
     assert rounds_to(printed, decimals, value) is ok
 
 
-@pytest.mark.parametrize(("text", "value", "unit", "strict", "category"), [
-    ("31.42", 31.42, None, False, "match"),
-    ("31.420", 31.42, None, False, "match"),
-    ("3.142e1", 31.42, None, False, "match"),
-    ("31.4", 31.42, None, False, "rounded_match"),
-    ("31.4", 31.42, None, True, "stale"),
-    ("31.5", 31.42, None, False, "stale"),
-    ("76.12%", 0.7612, None, False, "scaled_match"),
-    ("76.12%", 0.7612, "fraction", False, "match"),
-    ("76.1%", 0.7612, "fraction", False, "rounded_match"),
-    ("76.12%", 0.7612, None, True, "stale"),
-    ("76.12", 0.7612, None, False, "unit_problem"),
-    ("76.12", 0.7612, "fraction", False, "scaled_match"),
-    ("0.7612", 76.12, None, False, "unit_problem"),
-    ("0.7612", 76.12, "percent", False, "scaled_match"),
-    ("76.12%", 0.7612, "raw", False, "stale"),
-    ("31.42%", 31.42, None, False, "match"),
-    ("3e-12", 5e-12, None, False, "stale"),
-])
-def test_the_verdict_table(text: str, value: float, unit: str | None, strict: bool, category: str) -> None:
-    p = parse_text(text)
-    assert p is not None
-    assert verdict(p.value, p.decimals, p.percent, value, unit, strict).category == category
-
-
 def roles(line: str) -> list[tuple[str, str]]:
     return [(t.text, t.role) for t in tokenize(line)]
 
@@ -71,10 +46,12 @@ def roles(line: str) -> list[tuple[str, str]]:
                                                  ("6", "ignore"), ("7", "ignore")]),
     ("(2026) in 1999", [("2026", "ignore"), ("1999", "ignore")]),
     ("v1.2.3 and 1.2.3", [("1.2", "ignore")]),
-    ("2026-07-10 at 12:30", [("2026", "ignore"), ("07", "ignore"), ("10", "ignore"), ("12", "ignore"), ("30", "ignore")]),
+    ("2026-07-10 at 12:30", [("2026", "ignore"), ("07", "ignore"), ("10", "ignore"), ("12", "ignore"),
+                             ("30", "ignore")]),
     ("p < 0.05", [("0.05", "ignore")]),
     ("31.42 ± 0.08 (n=100, 3 seeds)", [("31.42", "value"), ("0.08", "variance"), ("100", "n"), ("3", "seeds")]),
-    ("31.42+-0.08 and 31.42 +/- 0.08", [("31.42", "value"), ("-0.08", "variance"), ("31.42", "value"), ("0.08", "variance")]),
+    ("31.42+-0.08 and 31.42 +/- 0.08", [("31.42", "value"), ("-0.08", "variance"), ("31.42", "value"),
+                                        ("0.08", "variance")]),
     ("std=0.3 seeds=5", [("0.3", "variance"), ("5", "seeds")]),
     ("(n=2000, in 2026)", [("2000", "n"), ("2026", "ignore")]),
     ("31.42dB 12.3M 4x", [("31.42", "value"), ("12.3", "ignore"), ("4", "ignore")]),
@@ -85,7 +62,8 @@ def test_only_reported_values_are_values(line: str, expected: list[tuple[str, st
 
 def test_a_list_marker_and_a_heading_number_are_not_values() -> None:
     assert roles("1. first item 31.42") == [("1", "ignore"), ("31.42", "value")]
-    assert [(t.text, t.role) for t in tokenize("## 4.2 Results 31.4", heading=True)] == [("4.2", "ignore"), ("31.4", "value")]
+    heading = tokenize("## 4.2 Results 31.4", heading=True)
+    assert [(t.text, t.role) for t in heading] == [("4.2", "ignore"), ("31.4", "value")]
 
 
 def test_a_delta_and_a_count_are_marked_so_a_keyword_does_not_claim_them() -> None:

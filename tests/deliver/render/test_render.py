@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.deliver.evidence.layer import build
+from mcp_server.deliver.evidence.sources import Problems
 from mcp_server.deliver.reconcile import reconcile_texts
 from mcp_server.deliver.render.tables import MACROS, TABLES_MD, TABLES_TEX, macro_names, render
-from mcp_server.deliver.evidence.sources import Problems
 from tests.fixtures.deliver.project import base_evidence
 
 EXPS = ["baseline", "ours-full", "ours-no-aux", "abl-a", "abl-b"]
@@ -30,10 +30,11 @@ def _value() -> st.SearchStrategy[float]:
 
 @st.composite
 def evidences(draw: st.DrawFn) -> dict[str, Any]:
-    keys = draw(st.lists(st.tuples(st.sampled_from(EXPS), st.sampled_from(METRICS), st.sampled_from(["test", "val", None])),
-                         min_size=1, max_size=8, unique=True))
+    key = st.tuples(st.sampled_from(EXPS), st.sampled_from(METRICS), st.sampled_from(["test", "val", None]))
+    keys = draw(st.lists(key, min_size=1, max_size=8, unique=True))
     n_claims = draw(st.integers(1, min(4, len(keys))))
-    claims: list[dict[str, Any]] = [{"id": f"C{i + 1}", "statement": draw(WORDS), "evidence": []} for i in range(n_claims)]
+    claims: list[dict[str, Any]] = [{"id": f"C{i + 1}", "statement": draw(WORDS), "evidence": []}
+                                    for i in range(n_claims)]
     # Aliases never name another experiment's id: such evidence is ambiguous by itself.
     alias_of = {e: draw(st.sampled_from([None, "Ours", "Ours-lite", "Variant A"])) for e in EXPS}
     for i, (exp, metric, split) in enumerate(keys):
@@ -88,7 +89,8 @@ def _perturb(text: str) -> str:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evidences(), st.data())
-def test_perturbing_any_one_rendered_number_yields_exactly_one_stale_finding(data: dict[str, Any], pick: st.DataObject) -> None:
+def test_perturbing_any_one_rendered_number_yields_exactly_one_stale_finding(data: dict[str, Any],
+                                                                              pick: st.DataObject) -> None:
     files = _rendered(data)
     spots = [(name, line, col, num) for name, r in files.items() for line, col, num in r.numbers]
     name, line, col, num = pick.draw(st.sampled_from(spots))

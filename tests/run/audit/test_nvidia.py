@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.run.audit.nvidia import na, parse_apps, parse_dmon, parse_gpus, parse_performance, parse_pids, parse_ps, parse_xids, split_csv
+from mcp_server.run.audit.nvidia import (
+    na,
+    parse_apps,
+    parse_dmon,
+    parse_gpus,
+    parse_performance,
+    parse_pids,
+    parse_ps,
+    parse_xids,
+    split_csv,
+)
 from tests.support.fakegpu import dmon_table, load_samples, performance_report, scenario
 
 SAMPLES = load_samples()
@@ -22,7 +32,8 @@ def test_gpu_rows_parse_and_non_rows_are_reported(key, count, stray) -> None:
 
 def test_gpu_fields_keep_types_and_not_available_is_none_never_zero() -> None:
     (g,) = parse_gpus(SAMPLES[("rtx4090x1-training", "Q_GPU")][1])[0]
-    assert (g.name, g.memory_total_mib, g.memory_used_mib, g.utilization_pct) == ("NVIDIA GeForce RTX 4090", 24564, 21482, 98)
+    assert (g.name, g.memory_total_mib, g.memory_used_mib, g.utilization_pct) == (
+        "NVIDIA GeForce RTX 4090", 24564, 21482, 98)
     assert g.ecc_uncorrected is None and g.driver_version == "550.120"
     h = parse_gpus(SAMPLES[("h100x8-degraded", "Q_GPU")][1])[0]
     assert h[3].ecc_uncorrected == 2 and h[6].memory_used_mib == 41022

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import error_text, structured
+from tests.support.wait import until
 
 
 @pytest.fixture
@@ -33,13 +34,20 @@ async def tail(client, run_id: str, **args) -> dict:
     return structured(await client.call_tool("tail_logs", {"host": "gpu1", "run_id": run_id, **args}))
 
 
-async def wait_status(client, run_id: str, want: set[str], timeout: float = 20) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
+async def wait_status(client, run_id: str, want: set[str], timeout: float = 30) -> dict:
+    async def reached() -> dict | None:
         t = await tail(client, run_id)
-        if t["state"]["status"] in want or time.monotonic() > deadline:
-            return t
-        await asyncio.sleep(0.2)
+        return t if t["state"]["status"] in want else None
+
+    return await until(reached, timeout=timeout, interval=0.2, what=f"run {run_id} to be {sorted(want)}")
+
+
+async def wait_text(client, run_id: str, text: str) -> dict:
+    async def shown() -> dict | None:
+        t = await tail(client, run_id)
+        return t if text in t["text"] else None
+
+    return await until(shown, timeout=30, interval=0.2, what=f"{text!r} in the log of {run_id}")
 
 
 async def test_job_survives_disconnect_and_sshd_restart_and_records_its_exit_code(ssh_box, box, client) -> None:
@@ -58,21 +66,16 @@ async def test_sigkill_of_the_process_group_is_lost_not_running_or_succeeded(ssh
     run = await launch(client, command="sleep 300", probe_s=0)
     pid = int((Path(run["run_dir"]) / "pid").read_text())
     os.killpg(pid, 9)
-    t = await wait_status(client, run["run_id"], {"lost"}, timeout=10)
-    assert t["state"]["status"] == "lost"
+    t = await wait_status(client, run["run_id"], {"lost"})
     assert any("killed hard" in e for e in t["state"]["evidence"])
 
 
-async def test_launch_hands_back_promptly_without_a_pty(ssh_box, client) -> None:
-    started = time.monotonic()
+async def test_launch_hands_back_while_the_job_runs_without_a_pty(ssh_box, client) -> None:
+    # A launch that waited for its job would come back after 60 s with the job ended.
     run = await launch(client, command="tty; sleep 60", probe_s=0)
-    elapsed = time.monotonic() - started
     assert run["outcome"] == "running"
-    assert elapsed < 10, f"launch waited for the job ({elapsed:.1f} s)"
-    t = await wait_status(client, run["run_id"], {"running"})
-    await asyncio.sleep(0.3)
-    t = await tail(client, run["run_id"])
-    assert "not a tty" in t["text"]
+    t = await wait_text(client, run["run_id"], "not a tty")
+    assert t["state"]["status"] == "running"
     os.killpg(int((Path(run["run_dir"]) / "pid").read_text()), 9)
 
 
@@ -92,16 +95,16 @@ async def test_launching_a_live_name_twice_starts_one_job(ssh_box, client) -> No
 
 
 async def test_a_finished_name_needs_an_explicit_relaunch(ssh_box, client) -> None:
-    first = await launch(client, command="true", name="quick", probe_s=2)
+    first = await launch(client, command="true", name="quick", probe_s=20)
     assert first["outcome"] == "exited_early" and first["state"]["status"] == "succeeded"
     again = await launch(client, command="true", name="quick", probe_s=0)
     assert again["outcome"] == "already_finished" and "relaunch=true" in again["notes"][-1]
-    fresh = await launch(client, command="true", name="quick", probe_s=1, relaunch=True)
+    fresh = await launch(client, command="true", name="quick", probe_s=0, relaunch=True)
     assert fresh["run_id"] != first["run_id"]
 
 
 async def test_an_import_error_comes_back_in_the_launch_result(ssh_box, client) -> None:
-    run = await launch(client, command="python3 -c 'import torchvisionx'", probe_s=5)
+    run = await launch(client, command="python3 -c 'import torchvisionx'", probe_s=20)
     assert run["outcome"] == "exited_early"
     assert run["state"]["status"] == "failed" and run["state"]["exit_code"] == 1
     assert "ModuleNotFoundError: No module named 'torchvisionx'" in run["log_tail"]
@@ -118,11 +121,10 @@ async def test_secret_values_never_leave_the_job(ssh_box, client, env, monkeypat
     for f in Path(run["run_dir"]).rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f
-    t = await tail(client, run["run_id"])
-    assert f"len {len(secret)}" in t["text"], "the job must receive the value"
+    await wait_text(client, run["run_id"], f"len {len(secret)}")  # the job receives the value
     assert secret not in str(run)
     # A job that prints its own secret: the log has it, every tool result is redacted.
-    leaky = await launch(client, command='echo "key is $WANDB_API_KEY"', secret_env=["WANDB_API_KEY"], probe_s=2)
+    leaky = await launch(client, command='echo "key is $WANDB_API_KEY"', secret_env=["WANDB_API_KEY"], probe_s=20)
     assert secret not in str(leaky) and "key is [REDACTED]" in leaky["log_tail"]
     t = await tail(client, leaky["run_id"])
     assert secret not in str(t) and "key is [REDACTED]" in t["text"]
@@ -135,29 +137,34 @@ async def test_secret_values_never_leave_the_job(ssh_box, client, env, monkeypat
 
 
 async def test_offsets_lose_and_duplicate_nothing_while_the_log_grows(ssh_box, client) -> None:
-    run = await launch(client, command="for i in $(seq 1 400); do printf 'line %d é ✓ ' $i; [ $((i % 3)) = 0 ] && echo; sleep 0.005; done", probe_s=0)
+    command = "for i in $(seq 1 150); do printf 'line %d é ✓ ' $i; [ $((i % 3)) = 0 ] && echo; sleep 0.005; done"
+    run = await launch(client, command=command, probe_s=0)
     got, offset, calls = b"", 0, 0
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        t = await tail(client, run["run_id"], offset=offset, max_bytes=97)
-        got += t["text"].encode()
-        assert t["offset"] == offset
-        offset = t["next_offset"]
-        calls += 1
-        if t["state"]["status"] != "running" and t["eof"]:
-            break
+    async with client.session() as c:  # one connection: the loop reads as fast as the log grows
+
+        async def read_to_the_end() -> bool:
+            nonlocal got, offset, calls
+            t = structured(await c.call_tool("tail_logs", {"host": "gpu1", "run_id": run["run_id"],
+                                                           "offset": offset, "max_bytes": 97}))
+            got += t["text"].encode()
+            assert t["offset"] == offset
+            offset = t["next_offset"]
+            calls += 1
+            return t["state"]["status"] != "running" and t["eof"]
+
+        await until(read_to_the_end, timeout=120, interval=0, what="the whole log")
     assert calls > 10
     assert got == (Path(run["run_dir"]) / "log").read_bytes()
 
 
 async def test_last_lines_keep_a_partial_line_as_it_is(ssh_box, client) -> None:
-    run = await launch(client, command="printf 'a\\nb\\nc\\npartial'", probe_s=2)
+    run = await launch(client, command="printf 'a\\nb\\nc\\npartial'", probe_s=20)
     t = await tail(client, run["run_id"], lines=2)
     assert t["text"] == "c\npartial" and t["next_offset"] == t["size"]
 
 
 async def test_a_rotated_log_is_reported_and_read_from_zero(ssh_box, client) -> None:
-    run = await launch(client, command="echo short", probe_s=2)
+    run = await launch(client, command="echo short", probe_s=20)
     t = await tail(client, run["run_id"], offset=10_000)
     assert t["log_reset"] is True and t["offset"] == 0 and "short" in t["text"]
 
@@ -188,7 +195,7 @@ async def test_unsafe_run_names_are_refused(ssh_box, client, name) -> None:
 async def test_workdirs_with_shell_metacharacters_are_used_literally(ssh_box, client, tmp_path) -> None:
     weird = tmp_path / "my dir;echo INJECTED $(echo SUB) 'q'"
     weird.mkdir()
-    run = await launch(client, command="pwd", workdir=str(weird), probe_s=2)
+    run = await launch(client, command="pwd", workdir=str(weird), probe_s=20)
     assert run["state"]["status"] == "succeeded"
     t = await tail(client, run["run_id"])
     assert t["text"].splitlines()[-1] == str(weird)
@@ -209,12 +216,14 @@ async def test_the_disk_gate_refuses_before_anything_starts(ssh_box, client) -> 
 
 
 async def test_tmux_backend_keeps_the_contract_and_is_attachable(ssh_box, client) -> None:
-    run = await launch(client, command="echo in-tmux; sleep 30", backend="tmux", probe_s=1)
+    run = await launch(client, command="echo in-tmux; sleep 30", backend="tmux", probe_s=0)
     assert run["backend"] == "tmux" and run["outcome"] == "running"
     sessions = subprocess.run(["tmux", "ls"], capture_output=True, text=True).stdout
     assert run["tmux_session"] in sessions
-    t = await tail(client, run["run_id"])
-    assert t["state"]["status"] == "running" and "in-tmux" in t["text"]
+    t = await wait_text(client, run["run_id"], "in-tmux")
+    assert t["state"]["status"] == "running"
+    listed = structured(await client.call_tool("list_runs", {"host": "gpu1"}))["outcomes"][0]["runs"]["runs"]
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run["run_id"], "running")]
     subprocess.run(["tmux", "kill-session", "-t", run["tmux_session"]], check=False)
     os.killpg(int((Path(run["run_dir"]) / "pid").read_text()), 9)
 
@@ -237,14 +246,15 @@ async def test_launch_fans_out_over_hosts(env, box, client, tmp_path) -> None:
     env.write_inventory({"a": {"destination": "testbox", "durable_root": str(tmp_path / "a")},
                          "dead": {"destination": "root@127.0.0.1:1"}})
     (tmp_path / "a").mkdir()
-    res = structured(await client.call_tool("launch_detached", {"hosts": ["a", "dead"], "command": "true", "probe_s": 1}))
+    res = structured(await client.call_tool("launch_detached", {"hosts": ["a", "dead"], "command": "true",
+                                                                "probe_s": 20}))
     by = {o["host"]: o for o in res["outcomes"]}
     assert by["a"]["launch"]["state"]["status"] == "succeeded"
-    assert by["dead"]["error"]["code"] == "transport"
+    assert by["dead"]["error"]["code"] == "HOST_UNREACHABLE"
 
 
 async def test_list_runs_reads_the_box_and_reconciles_the_ledger(ssh_box, client) -> None:
-    ok = await launch(client, command="true", probe_s=2)
+    ok = await launch(client, command="true", probe_s=20)
     (ssh_box / ".rgt" / "runs" / "foreign-1").mkdir()
     (ssh_box / ".rgt" / "runs" / "foreign-1" / "run.json").write_text('{"run_id": "foreign-1", "command": "x"}')
     res = structured(await client.call_tool("list_runs", {"host": "gpu1"}))

@@ -6,13 +6,13 @@ import pytest
 
 from mcp_server.run.jobs.logs import utf8_safe_len
 from mcp_server.run.jobs.signatures import SIGNATURES, progress_hint, scan
-from mcp_server.run.jobs.status import lost_evidence, parse_state
 
 EXCERPTS = {
     "vram-oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
                 "of 79.15 GiB of which 1.06 GiB is free. Of the allocated memory 75.20 GiB is allocated by PyTorch",
     "host-oom": "epoch 1:  37%|███▋      | 370/1000 [04:11<07:08,  1.47it/s]\nKilled",
-    "scheduler-oom": "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.batch. Some of the step tasks have been OOM Killed.",
+    "scheduler-oom": "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.batch. "
+                     "Some of the step tasks have been OOM Killed.",
     "nan": "step 1400 | loss nan | lr 3.0e-04 | grad_norm inf",
     "scaler-resume": "AssertionError: No inf checks were recorded for this optimizer.",
     "nccl": "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
@@ -20,15 +20,18 @@ EXCERPTS = {
     "collective-mismatch": "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running ALLREDUCE",
     "port-in-use": "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
                    "address. port: 29500, useIPv6: 0, code: -98, name: EADDRINUSE, message: Address already in use",
-    "unused-params": "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
-    "xid": "[Tue Dec  1 10:02:11 2026] NVRM: Xid (PCI:0000:5d:00): 79, pid=2113510, name=python, GPU has fallen off the bus.",
+    "unused-params": "RuntimeError: Expected to have finished reduction in the prior iteration "
+                     "before starting a new one.",
+    "xid": "[Tue Dec  1 10:02:11 2026] NVRM: Xid (PCI:0000:5d:00): 79, pid=2113510, name=python, "
+           "GPU has fallen off the bus.",
     "cuda-triangle": "RuntimeError: CUDA error: no kernel image is available for execution on the device",
-    "cuda-error": "RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported",
+    "cuda-error": "RuntimeError: CUDA error: device-side assert triggered\n"
+                  "CUDA kernel errors might be asynchronously reported",
     "disk-full": "RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 1827454272 vs 1827454160\n"
                  "OSError: [Errno 28] No space left on device",
     "truncated-ckpt": "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
-    "shm": "RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error. It is possible that dataloader's "
-           "workers are out of shared memory. Please try to raise your shared memory limit.",
+    "shm": "RuntimeError: DataLoader worker (pid 4121) is killed by signal: Bus error. It is possible that "
+           "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
     "crlf": "run_queue.sh: line 2: $'\\r': command not found",
     "tracker-off": "wandb: ERROR Run initialization has timed out after 90.0 sec.",
     "traceback": "Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n    main()",
@@ -49,7 +52,8 @@ def test_each_family_is_matched_with_its_line_meaning_and_route(sid) -> None:
 
 
 def test_healthy_training_output_matches_nothing() -> None:
-    healthy = "\n".join(f"epoch 3 step {i} loss {2.3 - i / 1000:.4f} lr 3e-4 grad_norm 0.8 | 12.1 it/s" for i in range(200))
+    healthy = "\n".join(f"epoch 3 step {i} loss {2.3 - i / 1000:.4f} lr 3e-4 grad_norm 0.8 | 12.1 it/s"
+                        for i in range(200))
     assert scan(healthy) == []
 
 
@@ -71,19 +75,3 @@ def test_a_window_never_ends_inside_a_utf8_character() -> None:
         data[:keep].decode("utf-8")  # never raises
         assert keep >= cut - 3
 
-
-def test_status_comes_from_the_process_and_the_exit_file() -> None:
-    assert parse_state("exited\t0\t1700000000\t10\t1700000000").status == "succeeded"
-    failed = parse_state("exited\t137\t-\t10\t1700000000")
-    assert failed.status == "failed" and failed.exit_code == 137
-    assert parse_state("alive\t4242\t-\t10\t1700000000").status == "running"
-    assert parse_state("gone\t4242\t-\t10\t1700000000").status == "lost"
-
-
-def test_lost_evidence_points_at_reboot_oom_or_hard_kill() -> None:
-    reboot = lost_evidence({"boot_then": "a", "boot_now": "b", "uptime": "300"}, [])
-    assert "rebooted" in reboot[0]
-    oom = lost_evidence({"boot_then": "a", "boot_now": "a", "oom_then": "0", "oom_now": "2"}, [])
-    assert "oom_kill counter rose from 0 to 2" in oom[0]
-    hard = lost_evidence({"boot_then": "a", "boot_now": "a", "oom_then": "0", "oom_now": "0"}, [])
-    assert "killed hard" in hard[0]

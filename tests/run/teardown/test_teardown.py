@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from mcp_server.ledger import Ledger
 from tests.conftest import error_text, structured
 from tests.support.platforms import Double, fake_cli
+from tests.support.wait import until
 
 KEY = "rp_live_" + "7Q2wXk9" * 3
 
@@ -76,7 +79,8 @@ async def test_the_plan_says_what_stops_keeps_and_loses_billing_and_changes_noth
     assert [c for c in double.calls if not c.startswith("GET")] == [], "a plan must not act"
 
 
-async def test_teardown_succeeds_after_a_real_verified_pull_and_the_ledger_shows_each_step(rig, client, double, env) -> None:
+async def test_teardown_succeeds_after_a_real_verified_pull_and_the_ledger_shows_each_step(
+        rig, client, double, env) -> None:
     await verified(client, rig)
     p = await plan_of(client)
     assert p["ready"] is True and p["token"], p["unmet"]
@@ -91,7 +95,8 @@ async def test_teardown_succeeds_after_a_real_verified_pull_and_the_ledger_shows
 async def test_a_live_run_blocks_the_plan_and_a_confirm(rig, client) -> None:
     await verified(client, rig)
     p = await plan_of(client)
-    launched = structured(await client.call_tool("launch_detached", {"host": "pod", "command": "sleep 60", "probe_s": 0}))
+    launched = structured(await client.call_tool("launch_detached",
+                                                 {"host": "pod", "command": "sleep 60", "probe_s": 0}))
     run = launched["outcomes"][0]["launch"]
     text = error_text(await confirm(client, p["token"]))
     assert "G1 no live run" in text and run["run_id"] in text and "nothing was executed" in text
@@ -104,21 +109,44 @@ async def test_a_finished_run_never_verified_blocks_teardown(rig, client) -> Non
     await verified(client, rig)
     out = rig["tmp"] / "run-out"
     out.mkdir()
-    structured(await client.call_tool("launch_detached", {"host": "pod", "command": "echo 1 > best.json", "workdir": str(out),
-                                                          "outputs": ["best.json"], "probe_s": 3}))
+    structured(await client.call_tool("launch_detached", {"host": "pod", "command": "echo 1 > best.json",
+                                                          "workdir": str(out), "outputs": ["best.json"], "probe_s": 3}))
     p = await plan_of(client)
     assert p["ready"] is False
     g2 = next(g for g in p["gates"] if g["id"] == "G2")
     assert g2["state"] == "fail" and "declared outputs not in any passing verification" in g2["evidence"]
 
 
-async def test_a_write_after_the_verification_blocks_teardown(rig, client) -> None:
+async def test_a_write_after_the_verification_blocks_teardown(rig, client, env) -> None:
     await verified(client, rig)
-    await asyncio.sleep(1.1)
-    (rig["results"] / "late-eval.json").write_text("{}")
+    listed_at = Ledger.open(env.home / "ledger.sqlite").latest("verification", host="pod").data["listed_at"]
+    late = rig["results"] / "late-eval.json"
+    late.write_text("{}")
+    os.utime(late, (listed_at + 1, listed_at + 1))  # written one second after the verified listing
     p = await plan_of(client)
     g3 = next(g for g in p["gates"] if g["id"] == "G3")
     assert g3["state"] == "fail" and "late-eval.json" in g3["evidence"]
+
+
+TAMPERED = {
+    "wrong type": ({"passed": "yes"}, None, "passed: Input should be a valid boolean"),
+    "missing field": ({}, "files", "files: Field required"),
+    "extra garbage": ({"trust_me": True}, None, "trust_me: Extra inputs are not permitted"),
+}
+
+
+@pytest.mark.parametrize(("update", "drop", "named"), TAMPERED.values(), ids=TAMPERED.keys())
+async def test_a_tampered_verification_record_is_not_a_verification(rig, client, env, update, drop, named) -> None:
+    await verified(client, rig)
+    ledger = env.home / "ledger.sqlite"
+    event = Ledger.open(ledger).latest("verification", host="pod")
+    data = {k: v for k, v in event.data.items() if k != drop} | update
+    with closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("UPDATE events SET data = ? WHERE id = ?", (json.dumps(data), event.id))
+    p = await plan_of(client)
+    assert p["ready"] is False and p["token"] is None
+    g2 = next(g for g in p["gates"] if g["id"] == "G2")
+    assert g2["state"] == "fail" and f"event #{event.id}" in g2["evidence"] and named in g2["evidence"], g2
 
 
 async def test_tokens_from_another_plan_unknown_or_replayed_are_refused(rig, client, env) -> None:
@@ -156,7 +184,8 @@ async def test_two_concurrent_confirms_execute_the_verb_once(rig, client, double
     assert double.calls.count("DELETE /pods/pod-1") == 1
 
 
-async def test_delete_ok_but_the_pod_remains_is_not_reported_as_stopped(rig, client, double) -> None:
+async def test_delete_ok_but_the_pod_remains_is_not_reported_as_stopped(rig, client, double, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_TEARDOWN_CONFIRM_S", "1")  # it never stops: no need to poll long to see that
     double.add("pod-1", "RUNNING", mode="remains")
     p = await plan_of(client, allow_unverified=True)
     res = structured(await confirm(client, p["token"], allow_unverified=True))["result"]
@@ -173,7 +202,8 @@ async def test_vast_destroy_is_eventually_consistent_without_a_false_failure(rig
     assert res["outcome"]["confirmed"] and res["outcome"]["polls"] >= 2
 
 
-async def test_lambda_terminate_that_hangs_is_requeried_not_retried(rig, client, double) -> None:
+async def test_lambda_terminate_that_hangs_is_requeried_not_retried(rig, client, double, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_HTTP_TIMEOUT", "1")  # the hang outlasts any client timeout: keep ours short
     rig["inventory"](profile="lambda", instance_id="lam-1")
     double.add("lam-1", "active", mode="hang")
     p = await plan_of(client, allow_unverified=True)
@@ -183,7 +213,8 @@ async def test_lambda_terminate_that_hangs_is_requeried_not_retried(rig, client,
     assert double.calls.count("POST /instance-operations/terminate") == 1
 
 
-async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environment(rig, client, tmp_path, monkeypatch) -> None:
+async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environment(
+        rig, client, tmp_path, monkeypatch) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     state = tmp_path / "vast.json"
@@ -210,7 +241,8 @@ async def test_fake_runpodctl_on_path_terminates(rig, client, tmp_path, monkeypa
     assert res["outcome"]["confirmed"] and json.loads(state.read_text()) == {}
 
 
-async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box) -> None:
+async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box, monkeypatch) -> None:
+    monkeypatch.setenv("RGT_TEARDOWN_CONFIRM_S", "1")  # the test box never really powers off
     rig["inventory"](profile="autodl")
     fake = box.fakebin / "shutdown"
     marker = rig["tmp"] / "shutdown-called"
@@ -223,7 +255,7 @@ async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box) -> No
         release = await plan_of(client, action="release")
         assert "power-off (关机)" in release["offer_park_first"]
         res = structured(await confirm(client, p["token"], action="power-off"))["result"]
-        await asyncio.sleep(1.5)
+        await until(lambda: marker.exists() and marker.read_text().strip(), what="the detached shutdown to run")
         assert marker.read_text().strip() == "-h now"
         assert res["executed"]
     finally:
@@ -232,7 +264,8 @@ async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box) -> No
 
 async def test_manual_platforms_tell_the_user_exactly_what_to_do(env, box, client, tmp_path) -> None:
     env.write_inventory({"cn": {"destination": "testbox", "profile": "china", "durable_root": str(tmp_path)}})
-    p = structured(await client.call_tool("teardown", {"host": "cn", "action": "release", "allow_unverified": True}))["plan"]
+    args = {"host": "cn", "action": "release", "allow_unverified": True}
+    p = structured(await client.call_tool("teardown", args))["plan"]
     assert p["executor"] == "manual" and "数据盘" in p["manual_steps"]
     res = structured(await client.call_tool("teardown", {"host": "cn", "action": "release", "token": p["token"],
                                                          "allow_unverified": True}))["result"]

@@ -1,48 +1,25 @@
-"""verify_artifacts over the real sshd: roster, on-box manifest, resumable pull, checks."""
+"""verify_artifacts over the real sshd: roster, on-box manifest, resumable pull, checks.
+None of these needs torch (the checkpoint loads are in test_checkpoints_torch.py): the
+path-traversal and symlink tests must always run."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import struct
-import time
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from mcp_server.ledger import Ledger
+from mcp_server.verify.artifacts.record import VerificationRecord, read_verifications
 from tests.conftest import error_text, structured
-
-torch = pytest.importorskip("torch", reason="torch is installed by scripts/test; checkpoint checks need it")
-
-
-@pytest.fixture
-def results(env, box, tmp_path):
-    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(tmp_path)}})
-    root = tmp_path / "export" / "run-1"
-    (root / "seed1").mkdir(parents=True)
-    (root / "seed1" / "metrics.json").write_text(json.dumps({"psnr": 31.42, "epoch": 0}))
-    torch.save({"model_state_dict": {"w": torch.ones(3, 3)}, "epoch": 7}, root / "seed1" / "best.pth")
-    (root / "train.csv").write_text("epoch,loss\n0,1.2\n1,0.9\n")
-    return root
-
-
-async def verify(client, **args) -> dict:
-    return structured(await client.call_tool("verify_artifacts", {"host": "gpu1", **args}))
-
-
-async def until_done(client, **args) -> dict:
-    for _ in range(60):
-        r = await verify(client, **args)
-        if r["done"]:
-            return r
-    raise AssertionError("never finished")
+from tests.support.wait import until
+from tests.verify.artifacts.pulls import safetensors, until_done, verify
 
 
 async def test_a_roster_with_a_200_mb_file_pulls_and_verifies(results, client, env) -> None:
-    (results / "seed1" / "weights.safetensors").write_bytes(_safetensors({"w": (b"\x00" * 4 * 1024, [1024])}))
+    (results / "seed1" / "weights.safetensors").write_bytes(safetensors({"w": (b"\x00" * 4 * 1024, [1024])}))
     big = results / "seed1" / "big.npy"
     import numpy as np
 
@@ -60,8 +37,11 @@ async def test_a_roster_with_a_200_mb_file_pulls_and_verifies(results, client, e
     assert local.read_bytes() == big.read_bytes()
     ev = Ledger.open(env.home / "ledger.sqlite").latest("verification", host="gpu1")
     assert ev is not None and ev.data["passed"] and ev.data["manifest_sha256"] == r["manifest_sha256"]
+    # One record, two places: the local PULL_VERIFIED.json and the ledger event teardown reads.
+    (recorded,) = read_verifications([ev]).valid
+    assert recorded.record == VerificationRecord.model_validate_json(Path(r["verified_path"]).read_text())
     checks = {v["path"]: v for v in r["verdicts"]}
-    assert checks["seed1/best.pth"]["ok"] and "weights_only" in checks["seed1/best.pth"]["detail"]
+    assert checks["seed1/best.pth"]["ok"] and checks["seed1/weights.safetensors"]["ok"]
 
 
 async def test_a_missing_roster_file_and_an_extra_file_are_named(results, client) -> None:
@@ -82,9 +62,7 @@ async def test_interrupted_pull_resumes_without_resending_and_a_flipped_byte_is_
     partial = dest / ".rgt-pull" / "partial" / "b_big.bin"
     task = asyncio.create_task(client.call_tool("verify_artifacts", {"host": "gpu1", "root": str(results),
                                                                       "roster": roster, "dest": str(dest)}))
-    deadline = time.monotonic() + 30
-    while not (partial.exists() and partial.stat().st_size > 10_000_000) and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    await until(lambda: _size(partial) > 10_000_000, timeout=30, interval=0.01, what="the pull to be under way")
     box.restart()  # the connection drops mid-file; the box comes back
     first = await task
     assert first.is_error and "connection" in error_text(first).lower()
@@ -117,58 +95,6 @@ async def test_a_locally_truncated_file_is_caught_and_pulled_again(results, clie
     assert (results / "PULL_MANIFEST.json").exists()
 
 
-def _corrupt_tensor_payload(path: Path) -> None:
-    with zipfile.ZipFile(path) as z:
-        info = next(i for i in z.infolist() if "/data/" in i.filename)
-    data = bytearray(path.read_bytes())
-    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)  # local header, not central
-    start = info.header_offset + 30 + name_len + extra_len
-    for k in range(start, start + 8):
-        data[k] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def _safetensors(tensors: dict[str, tuple[bytes, list[int]]], lie: int = 0) -> bytes:
-    header, blob, off = {}, b"", 0
-    for name, (raw, shape) in tensors.items():
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(raw) + lie]}
-        blob += raw
-        off += len(raw)
-    h = json.dumps(header).encode()
-    return struct.pack("<Q", len(h)) + h + blob
-
-
-class Opaque:
-    pass
-
-
-async def test_checkpoint_checks_give_the_right_verdicts(results, client) -> None:
-    ck = results / "ck"
-    ck.mkdir()
-    torch.save({"w": torch.ones(64)}, ck / "corrupt.pt")
-    _corrupt_tensor_payload(ck / "corrupt.pt")
-    (ck / "lying.safetensors").write_bytes(_safetensors({"w": (b"\x00" * 16, [4])}, lie=64))
-    torch.save({"w": torch.ones(2), "obj": Opaque()}, ck / "pickled.pt")
-    torch.save({"w": torch.tensor([1.0, float("nan")])}, ck / "nan.pt")
-    r = await until_done(client, root=str(ck), roster=["*"])
-    kinds = {f["path"]: f["kind"] for f in r["findings"]}
-    assert kinds == {"corrupt.pt": "load_error", "lying.safetensors": "load_error",
-                     "pickled.pt": "unsafe_pickle", "nan.pt": "non_finite"}
-    detail = {v["path"]: v["detail"] for v in r["verdicts"]}
-    assert "CRC" in detail["corrupt.pt"] and "outside" in detail["lying.safetensors"]
-    assert "Unsupported global" in detail["pickled.pt"]
-
-
-async def test_unsafe_pickle_loads_only_when_the_call_opts_in(results, client) -> None:
-    ck = results / "trusted"
-    ck.mkdir()
-    torch.save({"w": torch.ones(2), "meta": {"lr": 1e-3}, "obj": Opaque()}, ck / "legacy.pt")
-    r = await until_done(client, root=str(ck), roster=["legacy.pt"], allow_pickle=True)
-    # The class lives in the test module: unpickling it for real needs the opt-in.
-    (v,) = r["verdicts"]
-    assert "UNSAFE pickle load" in v["detail"] and v["ok"]
-
-
 async def test_a_tiny_budget_returns_not_done_and_later_calls_finish(results, client) -> None:
     with (results / "blob.bin").open("wb") as f:
         f.truncate(600_000_000)  # sparse: cheap to create, still 600 MB to hash and move
@@ -180,7 +106,8 @@ async def test_a_tiny_budget_returns_not_done_and_later_calls_finish(results, cl
 
 @pytest.mark.parametrize("bad", ["../outside.txt", "/etc/passwd", "~/x", "a/../../b"])
 async def test_roster_paths_escaping_the_root_are_refused(results, client, bad) -> None:
-    text = error_text(await client.call_tool("verify_artifacts", {"host": "gpu1", "root": str(results), "roster": [bad]}))
+    args = {"host": "gpu1", "root": str(results), "roster": [bad]}
+    text = error_text(await client.call_tool("verify_artifacts", args))
     assert "roster" in text
 
 
@@ -220,3 +147,22 @@ async def test_parquet_npz_jsonl_and_ragged_csv_are_checked_by_type(results, cli
     assert v["emb.npz"]["finding"] == "non_finite" and "b" in v["emb.npz"]["detail"]
     assert v["items.jsonl"]["ok"] and "2 records" in v["items.jsonl"]["detail"]
     assert v["ragged.csv"]["finding"] == "load_error" and "ragged" in v["ragged.csv"]["detail"]
+
+
+@pytest.mark.parametrize("saved", ["{not json", json.dumps({"round": 3, "phase": "pulling", "files": {"a": [1, 2]}})],
+                         ids=["corrupt", "older-version"])
+async def test_an_unreadable_pull_state_starts_a_clean_round(results, client, saved) -> None:
+    dest = results.parent.parent / "pulled"
+    (dest / ".rgt-pull").mkdir(parents=True)
+    (dest / ".rgt-pull" / "state.json").write_text(saved)
+    r = await until_done(client, root=str(results), roster=["seed1/*"], dest=str(dest))
+    assert r["passed"] is True and r["files_total"] == 2
+    state = json.loads((dest / ".rgt-pull" / "state.json").read_text())
+    assert state["round"] == 1 and state["phase"] == "verified"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

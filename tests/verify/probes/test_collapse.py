@@ -46,7 +46,7 @@ def test_mean_offdiagonal_cosine_matches_the_full_cosine_matrix() -> None:
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
     full = unit @ unit.T
     expected = (full.sum() - np.trace(full)) / (20 * 19)
-    assert matrix_stats(x)["mean_offdiag_cosine"] == pytest.approx(expected, rel=1e-5)
+    assert matrix_stats(x).mean_offdiag_cosine == pytest.approx(expected, rel=1e-5)
 
 
 def test_effective_rank_is_one_for_rank_one_spread_and_full_for_orthogonal_spread() -> None:

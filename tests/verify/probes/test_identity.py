@@ -34,11 +34,11 @@ def gpu1(env, box, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
 
 def test_knob_audit_names_what_a_seed_alone_does_not_give() -> None:
     audit = knob_audit(0, {"torch.manual_seed": 0})
-    assert not audit["achievable"]
-    assert set(audit["missing"]) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark_off",
+    assert not audit.achievable
+    assert set(audit.missing) == {"deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark_off",
                                      "worker_seeding", "cublas_workspace"}
-    assert knob_audit(0, FULL_FLAGS)["achievable"]
-    assert "seed" in knob_audit(None, FULL_FLAGS)["missing"]
+    assert knob_audit(0, FULL_FLAGS).achievable
+    assert "seed" in knob_audit(None, FULL_FLAGS).missing
 
 
 async def test_two_different_runs_with_identical_bytes_are_a_stale_checkpoint_bug() -> None:
@@ -138,4 +138,4 @@ async def test_a_missing_checkpoint_is_not_found(gpu1: Path, client) -> None:  #
 
 def test_flags_copied_from_a_log_as_text_are_read_as_booleans() -> None:
     logged = {k: (str(v) if isinstance(v, bool) else v) for k, v in FULL_FLAGS.items()}
-    assert knob_audit(0, logged)["achievable"]
+    assert knob_audit(0, logged).achievable

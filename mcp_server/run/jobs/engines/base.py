@@ -1,81 +1,122 @@
-"""Launch backends: how a wrapper is started detached, cancelled, and where its log is.
+"""The JobEngine protocol: what owns a run's life on a box, and the run-dir engines' shared part.
 
-A backend is a small interface over shell snippets that run inside the launcher script
-on the box (`$d` is the absolute run dir, `$RGT_SECRETS` the secret payload held in a
-non-exported shell variable). A Slurm backend (sbatch/squeue/sacct/scancel) fits the same
-shape: start -> sbatch of wrapper.sh, status -> squeue/sacct, cancel -> scancel."""
+A host is where a command runs; an engine is what starts a run, finds it and stops it (setsid,
+tmux; Slurm and Kubernetes next). Every engine keeps the run-dir contract (rundir.py,
+wrapper.py): the run's files, pid and exit code live in its run dir on the box."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Protocol
 
-from mcp_server.hosts.commands import quote
+from pydantic import BaseModel
+
+from mcp_server import scripts
+from mcp_server.errors import NotFoundError, RgtError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import path_word, quote
+from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.rundir import RunRecordSummary, run_dir_path, runs_dir_path
+from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
+
+# The engine of a run whose run.json names none (written by hand or by an older version).
+DEFAULT_ENGINE = "shell"
+_NO_RUN_DIR = 3  # job_cancel.sh: the run dir does not exist
 
 
-class LaunchBackend(Protocol):
+class ListedRun(BaseModel):
+    """One run an engine owns on a box."""
+
+    run_id: str
+    run_dir: str
+    record: RunRecordSummary
+
+
+class JobEngine(Protocol):
+    """Submit, status of many runs, log location, cancel and list for one kind of engine.
+    Run dirs are box paths (absolute or ~/...)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def job_name(self, run_id: str) -> str | None:
+        """The engine's own name for a run (the tmux session to attach to); None when it has none."""
+        ...
+
+    def submit_functions(self) -> str:
+        """Shell defining `rgt_submit DIR JOB SECRETS`, which the launch script calls on the box,
+        under the run name's lock, once the run dir is written: start DIR/wrapper.sh detached
+        with SECRETS on its stdin (JOB is `job_name`). It prints a line and exits the script
+        non-zero when nothing started."""
+        ...
+
+    async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
+        """The state of each run, in order, in one round trip."""
+        ...
+
+    def log_path(self, run_dir: str) -> str:
+        """Where the run's output is written."""
+        ...
+
+    async def cancel(self, host: Host, run_dir: str) -> None:
+        """Stop the run: TERM to its whole process group, grace, then KILL."""
+        ...
+
+    async def list(self, host: Host, durable_root: str, limit: int) -> list[ListedRun]:
+        """The runs this engine owns under the durable root: the last `limit` by run id."""
+        ...
+
+
+class RunDirEngine:
+    """An engine whose runs are wrapper processes on the host itself: liveness is the wrapper's
+    pid, stop is its process group. Subclasses name their library script, which defines
+    `rgt_submit` and `rgt_cancel` (scripts/job_engine_<name>.sh)."""
+
     name: str
+    library: str
 
-    def start(self, run_id: str) -> str:
-        """Shell that starts "$d/wrapper.sh" detached, feeding it "$RGT_SECRETS"."""
-        ...
+    def job_name(self, run_id: str) -> str | None:
+        return None
 
-    def cancel(self, run_id: str) -> str:
-        """Shell that stops the run whose dir is "$d" (TERM to its group, then KILL)."""
-        ...
+    def submit_functions(self) -> str:
+        return scripts.load(self.library)
 
-    def log_path(self, run_dir: str) -> str: ...
-
-
-_KILL_GROUP = (
-    'pid=$(cat "$d/pid" 2>/dev/null); if [ -n "$pid" ]; then kill -TERM -- "-$pid" 2>/dev/null; '
-    'i=0; while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; '
-    'kill -KILL -- "-$pid" 2>/dev/null; fi; true'
-)
-
-
-class ShellBackend:
-    """setsid: a new session with stdin closed; survives SSH drop, server and client exit."""
-
-    name = "shell"
-
-    def start(self, run_id: str) -> str:
-        # `setsid -f` returns at once; with bash as the remote shell, `setsid job &` would keep
-        # the SSH call open until the job ends (see shared/recipes/sshd.md).
-        return ('if setsid --help 2>&1 | grep -q -- --fork; then '
-                'printf \'%s\' "$RGT_SECRETS" | setsid -f bash "$d/wrapper.sh" shell >/dev/null 2>&1; '
-                'else (printf \'%s\' "$RGT_SECRETS" | setsid bash "$d/wrapper.sh" shell >/dev/null 2>&1 &); fi')
-
-    def cancel(self, run_id: str) -> str:
-        return _KILL_GROUP
+    async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
+        if not run_dirs:
+            return []
+        res = await host.run(job_script("job_status", *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
+        res.check("reading run states")
+        lines = res.text.splitlines()
+        if len(lines) != len(run_dirs):
+            raise RgtError("reading run states returned a line count that does not match the runs asked",
+                           host=host.name, observed=len(lines), expected=len(run_dirs))
+        return [parse_state(line) for line in lines]
 
     def log_path(self, run_dir: str) -> str:
         return f"{run_dir}/log"
 
+    async def cancel(self, host: Host, run_dir: str) -> None:
+        job = self.job_name(PurePosixPath(run_dir).name) or ""
+        script = job_script("job_cancel", path_word(run_dir, "run dir"), quote(job),
+                            libraries=(STATE_FUNCS, scripts.load(self.library)))
+        res = await host.run(script, timeout=20)
+        if res.exit_status == _NO_RUN_DIR:
+            raise NotFoundError("no such run dir on this box", host=host.name, path=run_dir,
+                                next_step="list_runs shows the runs on the box")
+        res.check("cancelling the run")
 
-def tmux_session(run_id: str) -> str:
-    return "rgt-" + run_id.replace(".", "_").replace(":", "_")
-
-
-class TmuxBackend:
-    """A named tmux session the user can attach to; same run dir and exit-code contract.
-    Secrets go through a one-shot fifo the wrapper reads and removes."""
-
-    name = "tmux"
-
-    def start(self, run_id: str) -> str:
-        session = quote(tmux_session(run_id))
-        return (
-            'f="$d/secrets.fifo"; mkfifo -m 600 "$f" || exit 1; '
-            'printf \'%s\' "$RGT_SECRETS" | setsid -f timeout 120 sh -c \'cat > "$1"\' sh "$f" >/dev/null 2>&1; '
-            f'tmux new-session -d -s {session} "bash $(printf %q "$d/wrapper.sh") tmux $(printf %q "$f")" '
-            '|| { rm -f -- "$f"; echo "RGT-TMUX-FAILED"; exit 1; }'
-        )
-
-    def cancel(self, run_id: str) -> str:
-        return f"{_KILL_GROUP}; tmux kill-session -t {quote(tmux_session(run_id))} 2>/dev/null; true"
-
-    def log_path(self, run_dir: str) -> str:
-        return f"{run_dir}/log"
-
-
-BACKENDS: dict[str, LaunchBackend] = {"shell": ShellBackend(), "tmux": TmuxBackend()}
+    async def list(self, host: Host, durable_root: str, limit: int) -> list[ListedRun]:
+        runs_dir = runs_dir_path(durable_root)
+        script = scripts.command_words("job_list", path_word(runs_dir, "durable root"), quote(self.name),
+                                       quote(DEFAULT_ENGINE), quote(str(int(limit))))
+        res = await host.run(script, timeout=25)
+        res.check("listing runs")
+        out = []
+        for line in res.text.splitlines():
+            key, _, value = line.partition("=")
+            run_id, tab, record = value.partition("\t")
+            if key == "run" and tab:
+                out.append(ListedRun(run_id=run_id, run_dir=run_dir_path(durable_root, run_id),
+                                     record=RunRecordSummary.from_base64(record)))
+        return out

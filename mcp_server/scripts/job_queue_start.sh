@@ -1,0 +1,24 @@
+#!/bin/sh
+# Start an on-box queue: one run dir per command (marked `queued`), the runner detached, then
+# each run's state after the probe. Needs job_state.sh and job_run_files.sh. Secrets on stdin.
+# $1 queue dir  $2 at most this many at once  $3 probe seconds  $4 queue.sh contents
+# $5 workdir  $6 env.sh  $7 wrapper.sh  then per run: run id, run.json, cmd.sh
+set -u
+qd=$1 k=$2 probe_s=$3 runner=$4 workdir=$5 env=$6 wrapper=$7
+shift 7
+runs=$(dirname "$qd")
+mkdir "$qd" || exit 1
+cat /proc/sys/kernel/random/boot_id > "$qd/boot_id" 2>/dev/null
+while [ $# -ge 3 ]; do
+  rgt_make_run "$runs/$1" "$workdir" "$2" "$3" "$env" "$wrapper"
+  printf '%s\n' "${qd##*/}" > "$runs/$1/queued"
+  printf '%s\n' "$1" >> "$qd/children"
+  shift 3
+done
+printf '%s' "$runner" > "$qd/queue.sh"
+RGT_SECRETS=$(cat)
+printf '%s' "$RGT_SECRETS" | setsid -f bash "$qd/queue.sh" "$k" >/dev/null 2>&1
+unset RGT_SECRETS
+i=0; while [ ! -f "$qd/pid" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+sleep "$probe_s"
+while IFS= read -r rid; do printf 'state.%s=%s\n' "$rid" "$(rgt_state "$runs/$rid")"; done < "$qd/children"

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Library: the run-dir contract read on the box (prepended to the job_* scripts that need it).
+# rgt_state DIR prints one tab-separated line: kind (exited|alive|queued|gone), exit code / pid /
+# queue id, ended_at, log size, log mtime ("-" when unknown); status.py's StateLine parses it.
+rgt_oom() { rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
+  for f in "/sys/fs/cgroup$rel/memory.events" /sys/fs/cgroup/memory.events; do
+    [ -f "$f" ] && { sed -n 's/^oom_kill //p' "$f"; return; }; done
+  sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null; }
+rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
+  [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 1
+  st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "${st#Z}" = "$st" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
+rgt_state() { d=$1
+  lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
+  if [ -f "$d/exit_code" ]; then
+    printf 'exited\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code")" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
+  pid=$(cat "$d/pid" 2>/dev/null)
+  if rgt_alive "$d" "$pid" "$d/wrapper.sh"; then printf 'alive\t%s\t-\t%s\t%s\n' "$pid" "$lsz" "$lmt"; return; fi
+  if [ -z "$pid" ] && [ -f "$d/queued" ]; then
+    q=$(cat "$d/queued"); qd=$(dirname "$d")/$q
+    if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s\n' "$q" "$lsz" "$lmt"; return; fi
+  fi
+  printf 'gone\t%s\t-\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt"; }
+rgt_lost_facts() { d=$1
+  printf 'boot_then=%s\nboot_now=%s\n' "$(cat "$d/boot_id" 2>/dev/null)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+  printf 'oom_then=%s\noom_now=%s\n' "$(cat "$d/oom_base" 2>/dev/null)" "$(rgt_oom)"
+  printf 'uptime=%s\nnow=%s\n' "$(cut -d' ' -f1 /proc/uptime)" "$(date +%s)"
+  printf 'started=%s\n' "$(stat -c %Y "$d/pid" 2>/dev/null || stat -c %Y "$d/run.json" 2>/dev/null)"
+  pid=$(cat "$d/pid" 2>/dev/null)
+  [ -n "$pid" ] && dmesg 2>/dev/null > "$d/.dmesg.$$" && { grep -E "Killed process ${pid}[^0-9]|oom-kill.*pid=${pid}[^0-9]" "$d/.dmesg.$$" | tail -n 3 | sed 's/^/dmesg=/'; }
+  rm -f -- "$d/.dmesg.$$"; return 0; }
+# rgt_kill_group DIR: TERM the process group of the wrapper whose pid DIR records, up to 5 s
+# of grace, then KILL. The wrapper is a session leader, so its pid is the group id.
+rgt_kill_group() { pid=$(cat "$1/pid" 2>/dev/null)
+  if [ -n "$pid" ]; then kill -TERM -- "-$pid" 2>/dev/null
+    i=0; while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+    kill -KILL -- "-$pid" 2>/dev/null; fi; return 0; }

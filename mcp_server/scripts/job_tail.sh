@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# tail_logs in one round trip: the run's state (with the facts a lost run needs) and run.json,
+# then a byte window of the log and, for the failure signatures, its last bytes. Seeks; never
+# reads the whole log. Needs job_state.sh.
+# $1 log file  $2 run dir ("" for a bare log path)  $3 start offset ("": the last $4 bytes)
+# $4 window bytes  $5 nonce for the section markers  $6 signature tail bytes
+f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6
+if [ -n "$run" ]; then
+  [ -d "$run" ] || { echo RGT-NORUN; exit 0; }
+  st=$(rgt_state "$run"); printf 'state=%s\n' "$(printf %s "$st" | tr '\t' '|')"
+  case "$st" in gone*) rgt_lost_facts "$run";; esac
+  printf 'runjson=%s\n' "$(head -c 65536 "$run/run.json" 2>/dev/null | base64 | tr -d '\n')"
+fi
+sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || { echo RGT-NOLOG; exit 0; }
+size=${sm% *}
+printf 'size=%s\nmtime=%s\nnow=%(%s)T\n' "$size" "${sm#* }" -1
+if [ -n "$offset" ]; then start=$offset; else start=$(( size > mb ? size - mb : 0 )); fi
+if [ "$start" -gt "$size" ]; then echo reset=1; start=0; fi
+len=$(( size - start < mb ? size - start : mb ))
+printf 'start=%s\nlen=%s\n' "$start" "$len"
+rd() { dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
+  || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }
+printf '@@W%s\n' "$nonce"; [ "$len" -gt 0 ] && rd "$start" "$len"
+printf '@@T%s\n' "$nonce"
+ts=$(( size > sig_tail ? size - sig_tail : 0 ))
+if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi
+printf '@@E%s\n' "$nonce"

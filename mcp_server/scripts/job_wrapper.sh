@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# remote-gpu-trainer wrapper: the launch writes this file into each run dir as wrapper.sh; never
+# edit it while the run is live. Run as `bash <run dir>/wrapper.sh MODE [SECRET_FIFO]` by the
+# engine (MODE shell or tmux): it reads secrets from stdin or the one-shot fifo, records its
+# pid, runs cmd.sh in the workdir named by the run dir's `workdir` file, and on exit writes
+# exit_code and ended_at atomically (tmp + rename).
+set -u
+d=${0%/*}
+mode=${1:-shell}
+secret_src=${2:-}
+cd -- "$d" || exit 96
+if [ -n "$secret_src" ]; then exec 3<"$secret_src"; else exec 3<&0; fi
+while IFS='=' read -r k v <&3 || [ -n "${k:-}" ]; do
+  case "$k" in ''|*[!A-Za-z0-9_]*) continue ;; esac
+  export "$k=$(printf '%s' "$v" | base64 -d)"
+done
+exec 3<&- </dev/null
+[ -n "$secret_src" ] && rm -f -- "$secret_src"
+printf '%s\n' "$$" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
+finish() {
+  printf '%s\n' "$1" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
+  date +%s > "$d/ended_at.tmp" && mv -f "$d/ended_at.tmp" "$d/ended_at"
+}
+printf '# rgt: run %s started %s on %s (command in cmd.sh)\n' "${d##*/}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" >> "$d/log"
+# shellcheck source=/dev/null
+. "$d/env.sh" >> "$d/log" 2>&1 || { echo "# rgt: env.sh failed" >> "$d/log"; finish 97; exit 97; }
+# The workdir is read where it is used: env.sh may export any name, and the job keeps its values.
+cd -- "$(cat "$d/workdir")" 2>> "$d/log" || { echo "# rgt: workdir is missing: $(cat "$d/workdir")" >> "$d/log"; finish 98; exit 98; }
+if [ "$mode" = tmux ]; then
+  bash "$d/cmd.sh" 2>&1 | tee -a "$d/log"
+  code=${PIPESTATUS[0]}
+else
+  bash "$d/cmd.sh" >> "$d/log" 2>&1
+  code=$?
+fi
+finish "$code"
+exit "$code"

@@ -1,0 +1,129 @@
+"""The pull's state between calls: one `PullState`, kept in <dest>/.rgt-pull/state.json.
+
+A state file that does not parse as the current model (corrupt, or written by an older
+version) is never half-read: the verification starts a clean new round instead."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp_server.verify.artifacts.checks import FileVerdict
+from mcp_server.verify.artifacts.manifest import Manifest, ManifestFile
+from mcp_server.verify.artifacts.roster import RosterFinding
+
+log = logging.getLogger(__name__)
+
+Phase = Literal["listing", "hashing", "pulling", "checking", "finalize", "verified"]
+
+
+class ListedFile(BaseModel):
+    """A roster file as the box listed it."""
+
+    size: int
+    mtime: float
+
+
+class PulledFile(BaseModel):
+    """What happened to one manifest file locally."""
+
+    status: Literal["done", "failed", "stale"] = Field(
+        description="done: verified in place; failed: its bytes differ from the manifest; stale: changed locally")
+    sha256: str = Field(description="digest of the bytes received")
+    size: int = Field(description="bytes received")
+    mtime: float | None = Field(default=None, description="done: the local file's mtime when it was verified")
+    round: int | None = Field(default=None, description="failed: the round it failed in")
+    kind: Literal["size_mismatch", "hash_mismatch"] | None = None
+
+
+class Listing(BaseModel):
+    """The root as the box listed it, and the hashing job started for its roster files."""
+
+    abs_root: str = Field(description="the root's physical path on the box")
+    listed_at: float | None = Field(description="the box's clock when it listed the root")
+    hasher: str
+    newest_mtime: float
+    files: dict[str, ListedFile]
+    job: str | None = Field(default=None, description="the on-box hashing job, once started")
+
+
+class PulledManifest(BaseModel):
+    """The manifest written beside the data on the box (and a copy in the destination)."""
+
+    name: str
+    sha256: str
+    content: Manifest
+
+
+class PullState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    round: int
+    phase: Phase
+    host: str
+    root: str
+    roster: list[str]
+    run_id: str | None
+    files: dict[str, PulledFile] = Field(default_factory=dict)
+    checks: dict[str, FileVerdict] = Field(default_factory=dict)
+    findings: list[RosterFinding] = Field(default_factory=list)
+    listing: Listing | None = None
+    manifest: PulledManifest | None = None
+    passed: bool | None = None
+    verified_path: str | None = None
+
+    def is_done(self, path: str) -> bool:
+        rec = self.files.get(path)
+        return rec is not None and rec.status == "done"
+
+    def listed(self) -> Listing:
+        if self.listing is None:
+            raise RuntimeError(f"pull state in phase {self.phase} has no listing")
+        return self.listing
+
+    def manifest_files(self) -> list[ManifestFile]:
+        return self.manifest.content.files if self.manifest is not None else []
+
+
+def state_dir(dest: Path) -> Path:
+    return dest / ".rgt-pull"
+
+
+def _state_file(dest: Path) -> Path:
+    return state_dir(dest) / "state.json"
+
+
+def write_json_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def dump_json(model: BaseModel) -> str:
+    """Stable, readable JSON for the files we write (sorted keys, 2-space indent)."""
+    return json.dumps(model.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True)
+
+
+def save_state(dest: Path, state: PullState) -> None:
+    write_json_atomic(_state_file(dest), dump_json(state))
+
+
+def load_state(dest: Path) -> PullState | None:
+    """The saved state, or None when there is none or it is not a readable PullState."""
+    f = _state_file(dest)
+    if not f.exists():
+        return None
+    try:
+        return PullState.model_validate_json(f.read_bytes())
+    except ValidationError as exc:
+        log.warning("pull state %s is unreadable (%s): starting a new round", f, exc.errors()[0]["msg"])
+        return None

@@ -1,0 +1,86 @@
+"""The on-box scripts behind the manifest (scripts/verify_*.sh), run for real on LocalHost and
+over the test sshd: the listing, each hasher, and the never-overwriting manifest write."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from mcp_server.errors import InputError
+from mcp_server.hosts.base import Host
+from mcp_server.verify.artifacts.manifest import (
+    build_manifest,
+    list_root,
+    poll_hashing,
+    start_hashing,
+    write_manifest,
+)
+from tests.support.wait import until
+
+# What RootFacts.hasher picks from the listing's facts: python3 first, then openssl, then sha256sum.
+FORCE: dict[str, dict[str, str]] = {"python-hashlib": {}, "openssl": {"python": ""},
+                                    "sha256sum": {"python": "", "openssl": ""}}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    root.mkdir()
+    files = {"a.json": b'{"x": 1}', "sub dir/b.bin": os.urandom(3000), "sub dir/empty.txt": b""}
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "link.json").symlink_to("a.json")
+    return files
+
+
+async def test_the_listing_names_the_root_its_tools_and_every_file_and_symlink(any_host: Host, tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    files = _tree(root)
+    facts, entries = await list_root(any_host, str(root))
+    assert facts.abs_root == str(root.resolve()) and facts.nproc >= 1 and (facts.now or 0) > 0
+    assert facts.python.endswith("python3") and facts.hasher == "python-hashlib"
+    by = {e.path: e for e in entries}
+    assert {p: e.size for p, e in by.items() if e.kind == "f"} == {p: len(d) for p, d in files.items()}
+    assert by["link.json"].kind == "l" and by["link.json"].target == "a.json"
+
+
+async def test_a_missing_root_is_an_input_error(any_host: Host, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        await list_root(any_host, str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("hasher", list(FORCE))
+async def test_every_hasher_gives_the_sha256_of_each_file(any_host: Host, tmp_path: Path, hasher: str) -> None:
+    files = _tree(tmp_path / "results")
+    facts, entries = await list_root(any_host, str(tmp_path / "results"))
+    regular = [e for e in entries if e.kind == "f"]
+    forced = dataclasses.replace(facts, **FORCE[hasher])
+    assert forced.hasher == hasher
+    job = await start_hashing(any_host, forced, regular)
+
+    async def finished() -> dict[str, tuple[int | None, str]] | None:
+        done, got, err = await poll_hashing(any_host, facts.abs_root, job)
+        assert err == ""
+        return got if done else None
+
+    got = await until(finished, what=f"the {hasher} hasher to finish")
+    assert {p: d for p, (_, d) in got.items()} == {p: hashlib.sha256(b).hexdigest() for p, b in files.items()}
+    sizes = {p: n for p, (n, _) in got.items()}
+    assert sizes == ({p: len(b) for p, b in files.items()} if hasher == "python-hashlib" else dict.fromkeys(files))
+
+
+async def test_a_manifest_is_written_beside_the_data_and_never_overwritten(any_host: Host, tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("{}")
+    names = []
+    for n in (1, 2):
+        job = f"job{n}"
+        (tmp_path / f".rgt-hash-{job}").mkdir()
+        m = build_manifest("box", str(tmp_path), ["a.json"], f"run-{n}", "python-hashlib", [("a.json", 2, "0" * 64)])
+        names.append(await write_manifest(any_host, str(tmp_path), job, m))
+        assert (tmp_path / names[-1]).read_bytes() == m.canonical()
+        assert not (tmp_path / f".rgt-hash-{job}").exists(), "the job directory is cleaned up"
+    assert names == ["PULL_MANIFEST.json", "PULL_MANIFEST.2.json"]
+    assert b'"run-1"' in (tmp_path / "PULL_MANIFEST.json").read_bytes()
