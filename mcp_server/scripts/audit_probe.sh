@@ -37,7 +37,8 @@ gpu_holders() {
 }
 kmsg() {
   dmesg > "$tmp/dmesg" 2>&1; rc=$?
-  grep -E 'NVRM: Xid|Out of memory|oom-kill|oom_kill|Killed process' "$tmp/dmesg" | tail -n 60
+  # GPU faults (Xid, and bus loss or init failure, which may carry no Xid) and OOM kills.
+  grep -E 'NVRM: Xid|NVRM: The NVIDIA GPU|fallen off the bus|RmInitAdapter failed|GPU lost from the bus|GPU is lost|Out of memory|oom-kill|oom_kill|Killed process' "$tmp/dmesg" | tail -n 60
   [ "$rc" = 0 ] || head -n 2 "$tmp/dmesg"
   return $rc
 }

@@ -1,17 +1,49 @@
 """Fake GPU tools for the test box. There is no GPU here, so `nvidia-smi` (and `dmesg`
-for Xid scenarios) are replaced by scripts printing REAL output formats: the csv rows
-come verbatim from tests/fixtures/nvidia-smi-samples.txt (reconstructed from NVIDIA's
-documentation and public captures); the PERFORMANCE report, clock query and dmon table
-follow the documented layouts and are generated per scenario. Labelled fakes, not mocks."""
+for Xid scenarios) are replaced by scripts printing real output. Where a capture from a real
+machine exists it is used verbatim (tests/fixtures/gpu/, one file per capture, its source on the
+first line); the csv rows of the audit's exact query have no public capture, so they come from
+tests/fixtures/nvidia-smi-samples.txt (reconstructed from NVIDIA's documentation and public
+captures); the PERFORMANCE report, clock query and dmon table follow the documented layouts and
+are generated per scenario. Labelled fakes, not mocks."""
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.knowledge import profile
+from mcp_server.run.audit.model import ExpectGpu, Facts
+from mcp_server.run.audit.nvidia import Gpu
+from mcp_server.run.audit.probe import ProbeSection
+from mcp_server.run.audit.versions import DriverVersions
+
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi-samples.txt"
+CAPTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One output captured on a real machine and posted publicly: where it was posted, and the text."""
+
+    name: str
+    source: str
+    text: str
+
+
+def capture(name: str) -> Capture:
+    """tests/fixtures/gpu/<name>.txt without its first line, which names the source."""
+    first, _, text = (CAPTURES / f"{name}.txt").read_text().partition("\n")
+    if not first.startswith("# source: http"):
+        raise ValueError(f"{name}: the first line must be '# source: <url>', got {first[:80]!r}")
+    return Capture(name, first.removeprefix("# source: ").strip(), text)
+
+
+def captures() -> list[str]:
+    return sorted(p.stem for p in CAPTURES.glob("*.txt"))
 _BLOCK = re.compile(r"^=== (?P<scenario>[^/(]+?)(?: \([^)]*\))? / (?P<query>Q_GPU|Q_APPS) \(rc=(?P<rc>\d+)[^)]*\) ===$")
 
 
@@ -150,9 +182,7 @@ def scenario(name: str) -> Scenario:
                         temps={4: 88}, clocks={4: 1095})
     if name == "h100x8-xid79":
         rc, text = rows("h100x8-idle")
-        dmesg = ("[ 1021.518812] NVRM: GPU at PCI:0000:5d:00: GPU-9f3c6d12-a7e4-4b81-8d0f-5e2a1c6b9d47\n"
-                 "[ 1021.518820] NVRM: Xid (PCI:0000:5d:00): 79, pid=2113510, name=python, GPU has fallen off the bus.")
-        return Scenario(name, text, rc, "", dmesg=dmesg)
+        return Scenario(name, text, rc, "", dmesg=capture("kmsg-xid79-workstation").text.rstrip("\n"))
     if name == "h100x8-zombie":
         rc, text = rows("h100x8-idle")
         lines = text.splitlines()
@@ -163,10 +193,38 @@ def scenario(name: str) -> Scenario:
     if name == "h100x8-degraded":
         rc, text = rows("h100x8-degraded")
         return Scenario(name, text, rc, samples[("h100x8-degraded", "Q_APPS")][1])
-    if name == "driver-not-loaded":
-        rc, text = rows("driver-not-loaded")
-        return Scenario(name, text, rc, "")
+    if name == "driver-not-loaded":  # exit status 9: nvidia-smi(1), RETURN VALUE
+        return Scenario(name, capture("error-no-driver-gcp-debian11").text.rstrip("\n"), 9, "")
     if name == "rtx4090-container":
         rc, text = rows("rtx4090x1-training")
         return Scenario(name, text, rc, samples[("rtx4090x1-container-no-pid-access", "Q_APPS")][1], driver="550.120")
     raise KeyError(name)
+
+
+def audit_facts(*, gpu: ProbeSection | None = None, gpus: list[Gpu] | None = None,
+                versions: DriverVersions | None = None, perf: str | None = None, dmesg: str | None = None,
+                expect_gpu: dict[str, object] | None = None, torch_cuda: str | None = None) -> Facts:
+    """The facts one audit round trip would hold, built from captured outputs rather than a box:
+    `gpu`/`perf`/`dmesg` are probe sections parsed as the audit parses them; `gpus`/`versions`
+    replace the parsed inventory (for outputs the probe does not gather, such as the table)."""
+    sections = {"tools": ProbeSection(0, "nvidia-smi=/usr/bin/nvidia-smi")}
+    sections["gpu"] = gpu or ProbeSection(0, "")
+    if perf is not None:
+        sections["perf"] = ProbeSection(0, perf)
+    if dmesg is not None:
+        sections["dmesg"] = ProbeSection(0, dmesg)
+    if torch_cuda is not None:
+        sections["python"] = ProbeSection(0, json.dumps({"executable": "/usr/bin/python3", "torch": "2",
+                                                          "torch_cuda": torch_cuda, "cuda_available": True}))
+    spec = HostSpec(name="box", destination="box", kind="ssh", profile=profile("generic-ssh"), durable_root="/d",
+                    scratch_root="/s", python=None, hourly_price=None, currency="USD", host_key_policy="strict",
+                    instance_id=None, api_key_env=None, in_inventory=False)
+    f = Facts(spec=spec, sections=sections, mounts=[], durable_abs="/d",
+              expect_gpu=ExpectGpu.model_validate(expect_gpu) if expect_gpu else None, expect_files={},
+              code_dir=None, local_epoch=0.0)
+    f.load_gpus()
+    if gpus is not None:
+        f.gpus = gpus
+    if versions is not None:
+        f.versions = versions
+    return f

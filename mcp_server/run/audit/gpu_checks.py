@@ -2,55 +2,48 @@
 
 from __future__ import annotations
 
+from mcp_server.run.audit.kernel_log import parse_kernel_log
 from mcp_server.run.audit.model import Check, Facts, check
-from mcp_server.run.audit.nvidia import parse_dmon, parse_pids, parse_ps, parse_xids
+from mcp_server.run.audit.nvidia import parse_dmon, parse_pids, parse_ps
+from mcp_server.run.audit.smi_errors import SmiFailure, classify
+from mcp_server.run.audit.versions import UNKNOWN_CUDA_MEANING, version_tuple
+from mcp_server.run.audit.xid import assess
 
 HOT_C = 83
 THROTTLED_CLOCK_RATIO = 0.70
 ZOMBIE_MIN_AGE_S = 120
 BUSY_MIB = 1024
-DEAD_XIDS = {48: "double-bit ECC error: the GPU is dead", 79: "the GPU fell off the bus"}
 
-_SMI_RC = {
-    9: "the NVIDIA driver is not loaded",
-    6: "no GPU devices were found",
-    15: "a GPU has fallen off the bus",
-    18: "driver/library version mismatch (reboot or reinstall the driver)",
-    12: "the NVML library was not found",
-    14: "the GPU infoROM is corrupted",
-}
+
+def smi_failure(f: Facts) -> SmiFailure | None:
+    """What nvidia-smi reported instead of (or beside) the GPU rows, if anything."""
+    sec = f.sec("gpu")
+    if not f.has_nvidia_smi or sec is None:
+        return None
+    return classify(f.gpu_stray, sec.rc)
 
 
 def _no_smi(f: Facts, cid: str, title: str) -> Check | None:
-    """The shared answer when there is no usable nvidia-smi: FAIL if a GPU was expected."""
+    """The shared answer when there is no usable nvidia-smi (A2 judges the failure itself)."""
     if f.has_nvidia_smi and f.gpus:
         return None
     if not f.has_nvidia_smi:
-        why = "nvidia-smi is not installed: no NVIDIA driver is visible on this box"
-    else:
-        sec = f.sec("gpu")
-        why = _SMI_RC.get(sec.rc if sec else -1, "nvidia-smi listed no GPU")
-    if f.expect_gpu is not None and cid == "A2":
-        wanted = f.expect_gpu.model_dump(exclude_none=True)
-        return check(cid, title, "FAIL", f"{why}, but a GPU was expected ({wanted})")
-    return check(cid, title, "SKIP", why)
+        return check(cid, title, "SKIP", "nvidia-smi is not installed: no NVIDIA driver is visible on this box")
+    failure = smi_failure(f)
+    return check(cid, title, "SKIP", f"{failure.headline} (see A2)" if failure else "nvidia-smi listed no GPU")
 
 
-def a2_identity(f: Facts) -> Check:
-    title = "GPU present and as rented"
-    sec = f.sec("gpu")
-    if f.has_nvidia_smi and sec is not None and sec.rc != 0:
-        msg = _SMI_RC.get(sec.rc, f"nvidia-smi exited {sec.rc}")
-        first = (f.gpu_stray or [sec.text.strip()[:200]])[0]
-        return check("A2", title, "FAIL", f"{msg}; nvidia-smi said: {first!r}; {len(f.gpus)} GPU row(s) readable")
-    missing = _no_smi(f, "A2", title)
-    if missing:
-        return missing
-    names = sorted({g.name for g in f.gpus})
-    mem = sorted({g.memory_total_mib for g in f.gpus if g.memory_total_mib})
-    drivers = sorted({g.driver_version for g in f.gpus if g.driver_version})
-    evidence = f"{len(f.gpus)} x {', '.join(names)}; memory.total {mem} MiB; driver {', '.join(drivers)}"
-    problems = []
+def _a2_failure(f: Facts, title: str, failure: SmiFailure) -> Check:
+    said = f"nvidia-smi said: {failure.said[:200]!r}; {len(f.gpus)} GPU row(s) readable"
+    if f.expect_gpu is not None or f.gpus or failure.kind == "gpu_lost":
+        wanted = f" but a GPU was expected ({f.expect_gpu.model_dump(exclude_none=True)})" if f.expect_gpu else ""
+        return check("A2", title, "FAIL", f"{failure.meaning}{wanted}; {said}")
+    return check("A2", title, "WARN", f"{failure.meaning}; {said}. No GPU was expected (expect_gpu not given), "
+                 "so this is not a failure of the box; give expect_gpu if it should have one")
+
+
+def _a2_problems(f: Facts) -> list[str]:
+    problems = list(f.gpu_bad_rows[:3])
     e = f.expect_gpu
     if e is not None:
         if e.name and not all(e.name.lower() in g.name.lower() for g in f.gpus):
@@ -59,8 +52,33 @@ def a2_identity(f: Facts) -> Check:
             problems.append(f"expected {e.count} GPU(s)")
         if e.min_memory_gib and any((g.memory_total_mib or 0) < e.min_memory_gib * 1024 * 0.97 for g in f.gpus):
             problems.append(f"expected at least {e.min_memory_gib:g} GiB per GPU")
+    problems += [f"GPU {g.index} reads {', '.join(g.unreadable)} as an error (ERR! / [Unknown Error]): the driver "
+                 "could not read it; the GPU may need a reset (nvidia-smi -q: GPU Recovery Action)"
+                 for g in f.gpus if g.unreadable]
     if f.gpu_stray:
         problems.append(f"nvidia-smi printed {len(f.gpu_stray)} non-row line(s): {f.gpu_stray[0][:120]!r}")
+    return problems
+
+
+def a2_identity(f: Facts) -> Check:
+    title = "GPU present and as rented"
+    failure = smi_failure(f)
+    if failure is not None:
+        return _a2_failure(f, title, failure)
+    if not f.gpus and f.expect_gpu is not None:
+        why = "nvidia-smi listed no GPU"
+        if not f.has_nvidia_smi:
+            why = "nvidia-smi is not installed: no NVIDIA driver is visible on this box"
+        wanted = f.expect_gpu.model_dump(exclude_none=True)
+        return check("A2", title, "FAIL", f"{why}, but a GPU was expected ({wanted})")
+    missing = _no_smi(f, "A2", title)
+    if missing:
+        return missing
+    names = sorted({g.name for g in f.gpus})
+    mem = sorted({g.memory_total_mib for g in f.gpus if g.memory_total_mib})
+    drivers = sorted({g.driver_version for g in f.gpus if g.driver_version} or {f.versions.driver or "?"})
+    evidence = f"{len(f.gpus)} x {', '.join(names)}; memory.total {mem} MiB; driver {', '.join(drivers)}"
+    problems = _a2_problems(f)
     if problems:
         return check("A2", title, "WARN", evidence + "; " + "; ".join(problems))
     return check("A2", title, "PASS", evidence)
@@ -90,32 +108,29 @@ def a3_framework(f: Facts) -> Check:
     return check("A3", title, "PASS", ev)
 
 
-def _version(v: str | None) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(x) for x in (v or "").split(".")[:2])
-    except ValueError:
-        return None
-
-
 def a4_triangle(f: Facts) -> Check:
     title = "driver / CUDA toolkit / torch triangle"
     missing = _no_smi(f, "A4", title)
     if missing:
         return missing
-    driver_cuda = f.perf_header.get("CUDA Version")
+    v = f.versions
     probe = f.python_probe() or {}
     torch_cuda = probe.get("torch_cuda")
-    driver = f.perf_header.get("Driver Version") or f.gpus[0].driver_version
-    ev = f"driver {driver} supports CUDA {driver_cuda}; torch built for CUDA {torch_cuda}"
+    driver = v.driver or f.gpus[0].driver_version
+    ev = f"driver {driver} supports CUDA {v.cuda or v.cuda_printed or '?'}; torch built for CUDA {torch_cuda}"
     pins = [line for line in f.text("pins").splitlines() if line.strip()]
-    dv, tv = _version(driver_cuda), _version(torch_cuda)
+    dv, tv = version_tuple(v.cuda), version_tuple(torch_cuda)
     if dv and tv and tv > dv:
         return check("A4", title, "FAIL", ev + "; the torch build needs a newer driver than the host has "
                      "(the tenant cannot change the driver)")
+    if v.cuda_unreadable:
+        return check("A4", title, "WARN", f"driver {driver} prints CUDA Version {v.cuda_printed!r}, which is not a "
+                     f"version: {UNKNOWN_CUDA_MEANING}; torch built for CUDA {torch_cuda}. Run the job's "
+                     "interpreter to confirm torch.cuda.is_available() (A3)")
     if pins:
         return check("A4", title, "WARN", ev + f"; requirements pin the framework ({pins[0][:120]}): "
                      "installing them would replace the image's build")
-    if not driver_cuda or not torch_cuda:
+    if not dv or not tv:
         return check("A4", title, "WARN", ev + "; could not read both versions")
     return check("A4", title, "PASS", ev)
 
@@ -161,21 +176,18 @@ def a6_throttle(f: Facts) -> Check:
 
 
 def a7_xid(f: Facts) -> Check:
-    title = "Xid hardware faults in the kernel log"
+    title = "GPU faults in the kernel log (Xid, bus loss, init failure)"
     sec = f.sec("dmesg")
-    xids = parse_xids(f.text("dmesg"))
-    dead = [(c, d) for c, d, _ in xids if c in DEAD_XIDS]
-    if dead:
-        c, d = dead[-1]
-        return check("A7", title, "FAIL",
-                     f"Xid {c} on {d}: {DEAD_XIDS[c]}; stop and re-rent a different box; do not debug code")
-    if xids:
-        codes = sorted({c for c, _, _ in xids})
-        return check("A7", title, "WARN", f"Xid {codes} seen (usually application faults); last: {xids[-1][2][:160]}")
+    findings = assess(parse_kernel_log(f.text("dmesg")))
+    text = "; ".join(x.text for x in findings)
+    if any(x.fail for x in findings):
+        return check("A7", title, "FAIL", text + ". Stop and re-rent a different box; do not debug code")
+    if findings:
+        return check("A7", title, "WARN", text)
     if sec is None or sec.rc != 0:
         return check("A7", title, "WARN", "dmesg is not readable here (needs root): "
                      "this verdict is not authoritative; ask the operator")
-    return check("A7", title, "PASS", "no NVRM Xid lines in dmesg")
+    return check("A7", title, "PASS", "no GPU fault (Xid, bus loss, init failure) in the kernel log")
 
 
 def a7b_ecc(f: Facts) -> Check:

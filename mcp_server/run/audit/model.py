@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 from mcp_server.hosts.base import parse_kv
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import reference_uri
-from mcp_server.run.audit.nvidia import ComputeApp, Gpu, parse_apps, parse_clocks, parse_gpus, parse_performance
+from mcp_server.run.audit.nvidia import ComputeApp, Gpu, parse_apps, parse_clocks, parse_gpus
 from mcp_server.run.audit.probe import ProbeSection
+from mcp_server.run.audit.smi_report import parse_query_report
+from mcp_server.run.audit.versions import DriverVersions
 
 Status = Literal["PASS", "WARN", "FAIL", "SKIP"]
 SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
@@ -89,8 +91,9 @@ class Facts:
     probe_error: str = ""
     gpus: list[Gpu] = field(default_factory=list)
     gpu_stray: list[str] = field(default_factory=list)
+    gpu_bad_rows: list[str] = field(default_factory=list)
     apps: list[ComputeApp] = field(default_factory=list)
-    perf_header: dict[str, str] = field(default_factory=dict)
+    versions: DriverVersions = field(default_factory=DriverVersions)
 
     def sec(self, name: str) -> ProbeSection | None:
         return self.sections.get(name)
@@ -118,16 +121,18 @@ class Facts:
 
     def load_gpus(self) -> None:
         if "gpu" in self.sections:
-            self.gpus, self.gpu_stray = parse_gpus(self.text("gpu"))
+            self.gpus, self.gpu_stray, self.gpu_bad_rows = parse_gpus(self.text("gpu"))
             self.apps = parse_apps(self.text("apps"))
             clocks = parse_clocks(self.text("clocks"))
-            self.perf_header, active = parse_performance(self.text("perf"))
+            report = parse_query_report(self.text("perf"))
+            self.versions = report.versions
             for pos, g in enumerate(self.gpus):
                 if g.index in clocks:
                     temp, g.sm_clock_mhz, g.sm_clock_max_mhz = clocks[g.index]
                     if temp is not None:  # the A5 sample is taken after the inventory query
                         g.temperature_c = max(temp, g.temperature_c or temp)
-                g.active_throttle = active.get(pos, [])
+                if pos < len(report.gpus):
+                    g.active_throttle = report.gpus[pos].active_throttle
 
     def gpu_reports(self) -> list[GpuReport]:
         return [

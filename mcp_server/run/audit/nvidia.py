@@ -1,10 +1,12 @@
-"""Parsers for real nvidia-smi output formats (csv,noheader,nounits; -q -d PERFORMANCE;
-dmon) and for fuser/ps output. Pure functions over text: table-tested."""
+"""Parsers for the nvidia-smi outputs the audit probe gathers (csv queries, dmon) and for fuser/ps
+output. Pure functions over text, tested on real captured output (tests/fixtures/gpu/)."""
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # The exact queries the audit probe (scripts/audit_probe.sh) runs; the parsers below read their
 # output, and a test keeps the script and these strings in step.
@@ -19,8 +21,9 @@ Q_CLOCKS = ("nvidia-smi --query-gpu=index,temperature.gpu,clocks.current.sm,cloc
 Q_PERF = "nvidia-smi -q -d PERFORMANCE"
 Q_DMON = "nvidia-smi dmon -s pucvmet -c 5"
 
-_UNAVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", ""}
-_XID = re.compile(r"NVRM: Xid \((?P<dev>[^)]*)\): (?P<code>\d+)")
+_UNAVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "err!", ""}
+# A value the driver failed to read (as opposed to one the product does not have): worth a warning.
+_UNREADABLE = {"[unknown error]", "err!"}
 
 
 def na(value: str) -> str | None:
@@ -29,12 +32,16 @@ def na(value: str) -> str | None:
     return None if v.lower() in _UNAVAILABLE else v
 
 
-def _int(value: str) -> int | None:
+def unreadable(value: str) -> bool:
+    """The driver tried and failed to read this value (`[Unknown Error]` in CSV, `ERR!` in the table)."""
+    return value.strip().lower() in _UNREADABLE
+
+
+def number(value: str) -> int | None:
+    """The integer part of a value with or without its unit ('24564 MiB', '98 %', '72'), or None."""
     v = na(value)
-    try:
-        return None if v is None else int(float(v))
-    except ValueError:
-        return None
+    m = re.match(r"^-?\d+(\.\d+)?", v or "")
+    return int(float(m.group(0))) if m else None
 
 
 @dataclass
@@ -51,6 +58,8 @@ class Gpu:
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
     active_throttle: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # fields the driver failed to read
+    mig: str | None = None  # MIG mode when the output says (Enabled / Disabled)
 
 
 @dataclass
@@ -60,99 +69,98 @@ class ComputeApp:
     gpu_uuid: str
 
 
-def split_csv(line: str, n: int) -> list[str] | None:
-    """Split one csv,noheader line into n fields, or None when it is not such a line
-    (an error message interleaved with the rows). Fields are joined by ', '."""
-    parts = [p.strip() for p in line.split(", ")]
-    if len(parts) == n:
-        return parts
-    if len(parts) > n and n >= 3:
-        # A name containing ", " (none today, but possible): the name is field 1 of Q_GPU.
-        head, tail = parts[:1], parts[-(n - 2):]
-        return [*head, ", ".join(parts[1 : len(parts) - (n - 2)]), *tail]
-    return None
+class CsvTable(NamedTuple):
+    """`--format=csv` output split strictly: rows with exactly the asked fields, the lines that are
+    messages (an error nvidia-smi printed instead of, or between, the rows), and each row whose field
+    count is wrong, named by its line number, never silently accepted or repaired."""
+
+    rows: list[dict[str, str]]
+    messages: list[str]
+    bad_rows: list[str]
 
 
-def parse_gpus(text: str) -> tuple[list[Gpu], list[str]]:
-    """Q_GPU rows -> GPUs, plus the lines that were not rows (reported, not dropped)."""
-    gpus, stray = [], []
-    for line in text.splitlines():
+def _header_name(cell: str) -> str:
+    return cell.split(" [", 1)[0].strip()
+
+
+def parse_csv(text: str, fields: tuple[str, ...] | None = None) -> CsvTable:
+    """Split csv output into rows keyed by field. With `fields` the output has no header
+    (`noheader`); without, the first line is the header and its names (units dropped) are the keys."""
+    rows: list[dict[str, str]] = []
+    messages: list[str] = []
+    bad: list[str] = []
+    names = list(fields) if fields is not None else None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        f = split_csv(line, len(Q_GPU_FIELDS))
-        idx = _int(f[0]) if f else None
-        if f is None or idx is None:
-            stray.append(line.strip())
+        cells = [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
+        if names is None:
+            names = [_header_name(c) for c in cells]
+        elif len(cells) == len(names):
+            rows.append(dict(zip(names, cells, strict=True)))
+        elif len(cells) == 1:
+            messages.append(line.strip())
+        else:
+            bad.append(f"line {n}: {len(cells)} fields where {len(names)} were asked for: {line.strip()[:160]!r}")
+    return CsvTable(rows, messages, bad)
+
+
+class GpuRows(NamedTuple):
+    """Q_GPU output: the GPUs, the message lines, and the malformed rows (see `CsvTable`)."""
+
+    gpus: list[Gpu]
+    stray: list[str]
+    bad_rows: list[str]
+
+
+def gpu_from_row(row: dict[str, str], position: int) -> Gpu:
+    """One csv row (any subset of the Q_GPU fields, by name) as a Gpu; a missing index is the row's position."""
+    def get(name: str) -> str:
+        return row.get(name, "")
+
+    index = number(get("index"))
+    return Gpu(
+        index=position if index is None else index,
+        name=get("name"), uuid=get("uuid"), memory_total_mib=number(get("memory.total")),
+        memory_used_mib=number(get("memory.used")), utilization_pct=number(get("utilization.gpu")),
+        temperature_c=number(get("temperature.gpu")), driver_version=na(get("driver_version")),
+        ecc_uncorrected=number(get("ecc.errors.uncorrected.volatile.total")),
+        unreadable=[k for k, v in row.items() if unreadable(v)],
+    )
+
+
+def parse_gpus(text: str) -> GpuRows:
+    """Q_GPU rows -> GPUs, plus the lines that were not rows and the rows that were malformed."""
+    table = parse_csv(text, Q_GPU_FIELDS)
+    gpus, bad = [], list(table.bad_rows)
+    for pos, row in enumerate(table.rows):
+        if number(row["index"]) is None:
+            bad.append(f"row {pos + 1}: index {row['index']!r} is not a number: {', '.join(row.values())[:160]!r}")
             continue
-        gpus.append(Gpu(
-            index=idx, name=f[1], uuid=f[2], memory_total_mib=_int(f[3]), memory_used_mib=_int(f[4]),
-            utilization_pct=_int(f[5]), temperature_c=_int(f[6]), driver_version=na(f[7]),
-            ecc_uncorrected=_int(f[8]),
-        ))
-    return gpus, stray
+        gpus.append(gpu_from_row(row, pos))
+    return GpuRows(gpus, table.messages, bad)
 
 
 def parse_apps(text: str) -> list[ComputeApp]:
-    apps = []
-    for line in text.splitlines():
-        f = split_csv(line, 3)
-        if f is None or not f[2].startswith("GPU-"):
-            continue
-        apps.append(ComputeApp(pid=_int(f[0]), used_memory_mib=_int(f[1]), gpu_uuid=f[2]))
-    return apps
+    """Q_APPS rows; a pid hidden from this container reads [Not Supported] and becomes None."""
+    return [ComputeApp(pid=number(r["pid"]), used_memory_mib=number(r["used_memory"]), gpu_uuid=r["gpu_uuid"])
+            for r in parse_csv(text, ("pid", "used_memory", "gpu_uuid")).rows if r["gpu_uuid"].startswith("GPU-")]
 
 
 def parse_clocks(text: str) -> dict[int, tuple[int | None, int | None, int | None]]:
     """index -> (temperature C, current SM MHz, max SM MHz)."""
     out = {}
-    for line in text.splitlines():
-        f = split_csv(line, 4)
-        idx = _int(f[0]) if f else None
-        if f is not None and idx is not None:
-            out[idx] = (_int(f[1]), _int(f[2]), _int(f[3]))
+    for r in parse_csv(text, ("index", "temperature.gpu", "clocks.current.sm", "clocks.max.sm")).rows:
+        idx = number(r["index"])
+        if idx is not None:
+            out[idx] = (number(r["temperature.gpu"]), number(r["clocks.current.sm"]), number(r["clocks.max.sm"]))
     return out
-
-
-_THROTTLE_WORDS = ("slowdown", "power brake", "thermal")
-
-
-def parse_performance(text: str) -> tuple[dict[str, str], dict[int, list[str]]]:
-    """`nvidia-smi -q -d PERFORMANCE`: header facts (Driver Version, CUDA Version) and, per
-    GPU in order, the throttle/clock-event reasons that read Active. Both the older
-    "Clocks Throttle Reasons" and the newer "Clocks Event Reasons" headings are accepted."""
-    header: dict[str, str] = {}
-    active: dict[int, list[str]] = {}
-    gpu = -1
-    for raw in text.splitlines():
-        line = raw.strip()
-        if re.match(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d", line):
-            gpu += 1
-            active[gpu] = []
-            continue
-        if ":" not in line:
-            continue
-        key, _, value = (s.strip() for s in line.partition(":"))
-        if gpu < 0:
-            header[key] = value
-        elif value == "Active" and any(w in key.lower() for w in _THROTTLE_WORDS):
-            active[gpu].append(key)
-    return header, active
 
 
 def parse_dmon(text: str) -> int:
     """Number of data rows in `nvidia-smi dmon` output (header lines start with #)."""
     return sum(1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
                and line.split()[0].isdigit())
-
-
-def parse_xids(text: str) -> list[tuple[int, str, str]]:
-    """dmesg lines -> (xid code, device, the line)."""
-    out = []
-    for line in text.splitlines():
-        m = _XID.search(line)
-        if m:
-            out.append((int(m["code"]), m["dev"], line.strip()))
-    return out
 
 
 def parse_pids(text: str) -> list[int]:
