@@ -1,5 +1,6 @@
-"""Console entry: `remote-gpu-trainer-mcp [serve] [--transport stdio|http]` and
-`remote-gpu-trainer-mcp call TOOL '<json>'` (one tool through a real in-memory MCP client)."""
+"""Console entry: `remote-gpu-trainer-mcp [serve] [--transport stdio|http]`,
+`remote-gpu-trainer-mcp call TOOL '<json>'` (one tool through a real in-memory MCP client) and
+`remote-gpu-trainer-mcp stale [--months N]` (the knowledge base's facts due a re-check)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from mcp_server import __version__
 from mcp_server.errors import RgtError
+from mcp_server.facts import DEFAULT_MONTHS
 from mcp_server.server import build_server
 from mcp_server.settings import LOG_LEVEL, Settings
 
@@ -29,6 +31,7 @@ examples:
   remote-gpu-trainer-mcp --transport http --port 8765
   remote-gpu-trainer-mcp call audit_box '{"host": "local"}'
   remote-gpu-trainer-mcp tools
+  remote-gpu-trainer-mcp stale --months 3     facts verified more than 3 months ago, or unsourced
 """
 
 
@@ -55,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="tool name, e.g. audit_box")
     call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
     sub.add_parser("tools", help="list the tools with their first description line")
+    stale = sub.add_parser("stale", help="list the knowledge base's facts due a re-check, by platform")
+    stale.add_argument("--months", type=int, default=DEFAULT_MONTHS,
+                       help=f"list facts verified more than this many months ago (default {DEFAULT_MONTHS}); "
+                            "unsourced facts are always listed")
     return p
 
 
@@ -84,6 +91,18 @@ async def _tools() -> int:
     return 0
 
 
+def _stale(months: int) -> int:
+    import datetime as dt
+
+    from mcp_server import facts
+
+    if months < 0:
+        print("--months must be 0 or more", file=sys.stderr)
+        return 2
+    print(facts.report(facts.all_facts(), dt.date.today(), months), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -104,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_call(args.tool, arguments))
     if args.command == "tools":
         return asyncio.run(_tools())
+    if args.command == "stale":
+        return _stale(args.months)
     server = build_server()
     if args.transport == "http":
         server.run("streamable-http", host="127.0.0.1", port=args.port)

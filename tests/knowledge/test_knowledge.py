@@ -16,7 +16,8 @@ BRIEF_PLATFORMS = ["local", "autodl", "runpod", "vastai", "lambda", "paperspace"
 REFERENCE_TREE = {
     "run-local": {"env-hygiene", "launch", "multi-gpu", "local-oom"},
     "run-remote": {"principles", "lifecycle-checklist", "monitoring", "ssh-transfer", "spot-resilience",
-                   "china-network", "parallel-ablation", "multinode", "artifact-layout", "gotchas", "audit-checks"},
+                   "china-network", "parallel-ablation", "multinode", "artifact-layout", "gotchas", "audit-checks",
+                   "windows-client"},
     "verifying": {"methodology", "representation-collapse", "smoke-hidden-failures"},
     "delivering": {"principles", "data-architecture", "evidence-manifest-schema", "figures", "delivery-gate"},
     "training": {"oom-memory", "distributed-launch", "precision-stability", "throughput-profiling",
@@ -137,6 +138,15 @@ def test_a_section_holds_its_subsections_and_search_text_stops_at_the_next_headi
     ("run-remote/principles", ["iron-law", "invariants", "authority"]),
     ("run-remote/monitoring", ["run-status", "failure-signatures", "four-layers"]),
     ("run-remote/ssh-transfer", ["host-keys", "transfer-rules", "ssh-flavours"]),
+    ("run-remote/windows-client",
+     ["openssh", "key-permissions", "agent", "scp-sftp", "crlf", "paths", "bounded-retry"]),
+    ("run-remote/launch", ["disk-gate"]),
+    ("run-remote/artifact-layout", ["before-park"]),
+    ("run-local/env-hygiene", ["gate", "identity", *ids("env", 7)]),
+    ("run-local/multi-gpu", ["launch", "co-located", *ids("mg", 5)]),
+    ("run-local/launch", ["gate", "detach", "power", "disk", "run-dir"]),
+    ("run-local/local-oom", ["regression", "oom-killer", "training"]),
+    ("index", ["sources", "staleness"]),
     ("delivering/delivery-gate", ids("g", 5)),
     ("delivering/principles", ids("dl", 8)),
 ])
@@ -147,7 +157,8 @@ def test_every_catalog_entry_the_tools_route_to_exists(path: str, anchors: list[
 
 
 def test_each_catalog_entry_reads_symptom_cause_check_fix() -> None:
-    pages = ["run-remote/gotchas", "training/oom-memory", "training/distributed-launch", "training/precision-stability",
+    pages = ["run-remote/gotchas", "run-local/env-hygiene", "run-local/multi-gpu", "training/oom-memory",
+             "training/distributed-launch", "training/precision-stability",
              "training/throughput-profiling", "training/checkpoint-resume", "training/convergence-debugging",
              "training/data-pipeline", "training/by-domain", "run-remote/multinode"]
     for path in pages:

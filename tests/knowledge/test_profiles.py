@@ -3,6 +3,7 @@ meter verbs), table-driven; the tools read these and nothing else."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -166,3 +167,33 @@ def test_platform_specific_runtime_facts() -> None:
 def test_every_profile_round_trips_through_the_model() -> None:
     for p in profiles().values():
         assert Profile.model_validate(p.model_dump()) == p
+
+
+def documented_fields() -> set[str]:
+    """Front-matter field names in the first column of profiles/_schema.md's field table."""
+    from mcp_server.knowledge import doc
+
+    table = doc("profiles", "_schema").section("front-matter").own_text
+    return {name for row in table.splitlines() if row.startswith("| `")
+            for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+
+
+def test_the_schema_page_documents_exactly_the_fields_of_the_profile_model() -> None:
+    assert documented_fields() == set(Profile.model_fields)
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_every_required_schema_field_is_written_in_every_profile(name: str) -> None:
+    from mcp_server.knowledge import doc, parse_front_matter
+
+    raw = parse_front_matter(doc("profiles", name).text, name)
+    required = {f for f, info in Profile.model_fields.items() if info.is_required()}
+    assert required <= documented_fields()
+    assert required - set(raw) == set(), "a required field is missing from the front matter"
+    assert set(raw) <= documented_fields(), "an undocumented field is in the front matter"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MATRIX if n != "local"))
+def test_every_billed_profile_dates_its_money_facts(name: str) -> None:
+    p = profile(name)
+    assert p.billed and p.facts_verified, "a profile that bills says when its billing facts were checked"

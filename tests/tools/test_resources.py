@@ -72,3 +72,28 @@ async def test_an_unknown_page_or_a_traversal_is_not_found(client) -> None:
         for uri in ("references://nope#a1", "references://run-remote/../../etc/passwd#x", "profiles://nope"):
             with pytest.raises(MCPError):
                 await c.read_resource(uri)
+
+
+async def test_the_index_page_counts_the_facts_due_and_points_at_the_list(client) -> None:
+    async with client.session() as c:
+        text = (await c.read_resource("references://index")).contents[0].text
+    assert "references://run-remote/windows-client" in text
+    assert "dated facts are due a re-check" in text and "- runpod:" in text
+    assert "references://index#staleness" in text
+    assert "profiles://autodl#ad10" not in text, "the page stays a map; the list is one section read away"
+
+
+async def test_the_staleness_section_lists_every_due_fact_by_platform(client) -> None:
+    async with client.session() as c:
+        text = (await c.read_resource("references://index#staleness")).contents[0].text
+    assert text.splitlines()[0].startswith("<!-- references://index#staleness")
+    for platform in ("autodl", "runpod", "vastai", "lambda", "paperspace", "china", "generic-ssh"):
+        assert f"### {platform} (" in text
+    assert "profiles://autodl#ad10" in text and "unsourced" in text
+    assert "does not say that any fact" in text
+
+
+async def test_a_page_with_fact_markers_is_served_with_them(client) -> None:
+    async with client.session() as c:
+        text = (await c.read_resource("references://run-local/multi-gpu#mg3")).contents[0].text
+    assert "<!-- src: https://docs.nvidia.com/cuda/" in text and "verified: 2026-12-03" in text
