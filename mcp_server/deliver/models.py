@@ -16,7 +16,7 @@ from mcp_server.knowledge import reference_uri
 Category = Literal[
     "match", "rounded_match", "scaled_match",
     "stale", "unit_problem", "ambiguous", "evidence_out_of_date", "figure_stale",
-    "disclosure_missing", "unbacked_number", "claim_missing", "claim_unmapped", "figure_disclosure",
+    "disclosure_missing", "unbacked_number", "claim_missing", "claim_unmapped", "figure_disclosure", "legacy_layout",
 ]
 Severity = Literal["ok", "blocking", "disclose"]
 
@@ -25,7 +25,7 @@ SEVERITY: dict[str, Severity] = {
     "stale": "blocking", "unit_problem": "blocking", "ambiguous": "blocking",
     "evidence_out_of_date": "blocking", "figure_stale": "blocking",
     "disclosure_missing": "disclose", "unbacked_number": "disclose", "claim_missing": "disclose",
-    "claim_unmapped": "disclose", "figure_disclosure": "disclose",
+    "claim_unmapped": "disclose", "figure_disclosure": "disclose", "legacy_layout": "disclose",
 }
 ORDER = {c: i for i, c in enumerate(SEVERITY)}
 
@@ -40,6 +40,7 @@ RESOURCE: dict[str, str] = {
     "unbacked_number": reference_uri("delivering/delivery-gate"),
     "claim_missing": reference_uri("delivering/delivery-gate"),
     "claim_unmapped": reference_uri("delivering/delivery-gate"),
+    "legacy_layout": reference_uri("delivering/data-architecture", "legacy"),
 }
 SCHEMA_RESOURCE = reference_uri("delivering/evidence-manifest-schema", "evidence-fields")
 PRINCIPLES = reference_uri("delivering/principles")

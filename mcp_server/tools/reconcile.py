@@ -61,16 +61,20 @@ def register(server: MCPServer) -> None:
     ) -> ReconcileReport:
         """Check every number in papers, slides, READMEs and CSVs against EVIDENCE.json and the results.json files it points to.
 
-        Each printed number is attributed to the evidence row it speaks of (metric keyword,
-        row names such as Ours/Baseline, table headers) and judged: match, rounded_match,
-        scaled_match, stale, unit_problem, ambiguous; ± bands, n= and seed counts are checked
-        too. Claim-level findings: claim_missing, evidence_out_of_date (EVIDENCE copy differs
-        from results.json, `selected` re-pointed, run modified after recording),
-        disclosure_missing, unbacked_number, figure_stale. `clean` is false on any stale,
-        unit, ambiguous, out-of-date or figure-stale finding, or an unusable input;
-        disclosures never block. A bad input is one entry in `problems`; the rest is still
-        reported. Paged: pass next_offset as offset. Writes files only with render_dir.
-        See references://verifying/methodology#vp16 and references://delivering/delivery-gate.
+        Each printed number is attributed to the evidence row it speaks of (metric keyword and
+        row names such as Ours/Baseline on either side of it, table headers) and judged:
+        match, rounded_match, scaled_match, stale, unit_problem, ambiguous; ± bands, n= and
+        seed counts are checked too. Claim-level findings: claim_missing, evidence_out_of_date
+        (EVIDENCE copy differs from the results, `selected` re-pointed, run modified after
+        recording), disclosure_missing, unbacked_number, figure_stale, legacy_layout (a
+        `selected` symlink: read, noted once). Results may be flat ({metric: value, split, n}),
+        in run capsules (runs/<id>/test/<test>/metrics.json) or in plain selected/ copies.
+        `clean` is false on any stale, unit, ambiguous, out-of-date or figure-stale finding, or
+        an unusable input; disclosures never block. A bad input is one entry in `problems`;
+        the rest is still reported. Paged: pass next_offset as offset. Writes files only with
+        render_dir.
+        See references://verifying/methodology#vp16, references://delivering/delivery-gate and
+        references://delivering/data-architecture.
         """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
         app = app_of(ctx)
         with tool_errors(app):

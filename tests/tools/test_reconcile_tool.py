@@ -12,6 +12,7 @@ import pytest
 from mcp_server.__main__ import main
 from mcp_server.ledger import Ledger
 from tests.conftest import error_text, structured
+from tests.fixtures.deliver import flat_corpus
 from tests.fixtures.deliver.project import Project
 
 
@@ -42,9 +43,11 @@ async def test_findings_are_paged_with_next_offset(client: Any, tmp_path: Path) 
             "limit": 2}
     first = await _call(client, **args)
     assert len(first["findings"]) == 2 and first["truncated"] and first["next_offset"] == 2
-    rest = await _call(client, **args, offset=first["next_offset"])
-    assert rest["next_offset"] is None and not rest["truncated"]
-    assert first["total"] == rest["total"] == len(first["findings"]) + len(rest["findings"])
+    pages = [first]
+    while pages[-1]["next_offset"] is not None:
+        pages.append(await _call(client, **args, offset=pages[-1]["next_offset"]))
+    assert not pages[-1]["truncated"] and all(p["truncated"] for p in pages[:-1])
+    assert {p["total"] for p in pages} == {sum(len(p["findings"]) for p in pages)}
 
 
 async def test_the_numbers_view_pages_one_record_per_evidence_row(client: Any, tmp_path: Path) -> None:
@@ -109,6 +112,15 @@ async def test_documents_and_evidence_on_a_box_are_read_over_ssh(client: Any, tm
     got = sorted((f["file"], f["category"]) for f in out["findings"] if f["category"] in ("match", "stale"))
     assert got == [("README.md", "match"), ("README.md", "match"), ("paper/t.tex", "stale"), ("slides.md", "stale")]
     assert out["problems"] == [] and {f["status"] for f in out["figures"]} == {"fresh"}
+
+
+async def test_a_project_in_the_layouts_users_have_is_read_over_ssh_with_every_drift_found(
+        client: Any, tmp_path: Path, remote: str) -> None:
+    evidence = flat_corpus.build(tmp_path, selected="link")
+    out = await _call(client, host=remote, evidence=str(evidence), documents=list(flat_corpus.DOCUMENTS), limit=200)
+    blocking = sorted((f["file"], f["line"], f["text"]) for f in out["findings"] if f["severity"] == "blocking")
+    assert blocking == sorted((p.file, p.line, p.text) for p in flat_corpus.PLANTED)
+    assert out["problems"] == [] and out["summary"]["counts"]["legacy_layout"] == 3
 
 
 async def test_render_writes_onto_the_box_over_ssh(client: Any, tmp_path: Path, remote: str) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from mcp_server.deliver.documents.numbers import parse_text, rounds_to, same
 from mcp_server.deliver.evidence.layer import Evidence
-from mcp_server.deliver.evidence.results import entries, lookup
+from mcp_server.deliver.evidence.layout import place, probes
+from mcp_server.deliver.evidence.results_file import lookup, read_results
 from mcp_server.deliver.evidence.schema import check, load_json
 from mcp_server.deliver.evidence.sources import Problems, join_path, read_file, read_json, sha256_bytes
 from mcp_server.deliver.models import FigureStatus, Found, make
@@ -134,23 +135,29 @@ async def _sources(host: Host, ev: Evidence, fig: str, rel: str, sc: dict[str, A
 async def _entry(host: Host, ev: Evidence, rel: str, i: int, b: dict[str, Any], src: str | None,
                  hint: str) -> list[Found]:
     path = join_path(ev.root, b["results_json"])
-    real_dir = (await realpaths(host, [posixpath.dirname(path)]))[posixpath.dirname(path)]
+    real = await realpaths(host, probes(path))
+    real_dir = real[posixpath.dirname(path)]
     jp = f"$.built_from[{i}]"
     try:
         raw = await read_file(host, posixpath.join(real_dir, posixpath.basename(path)), 16 * 1024 * 1024)
     except RgtError:
         return [_stale(rel, "results_missing", f"{b['results_json']} no longer exists; {hint}", jp)]
     out: list[Found] = []
-    run_now = posixpath.basename(real_dir)
-    if b.get("run_id") and b["run_id"] != run_now:
+    # A plain copy (or a folder outside any runs/) names no run: nothing to compare the pin with.
+    at = place(path, real, ev.root)
+    run_now = at.run_id or (posixpath.basename(at.run_dir) if at.layout == "selected_link" else None)
+    if b.get("run_id") and run_now and b["run_id"] != run_now:
         out.append(_stale(rel, "run_changed", f"built from run {b['run_id']}, {b['results_json']} now resolves to "
                                               f"{run_now}; {hint}", jp))
     if b.get("results_sha256") and b["results_sha256"] != sha256_bytes(raw):
         out.append(_stale(rel, "results_changed", f"{b['results_json']} digest changed since the build; {hint}", jp))
     try:
-        table = entries(load_json(raw.decode("utf-8-sig")))
-    except (ValueError, AttributeError, KeyError, TypeError):
+        data = load_json(raw.decode("utf-8-sig"))
+    except ValueError:
         return out
+    if not isinstance(data, dict) or check("results", data):
+        return out
+    table = read_results(data).table()
     e = lookup(table, b["metric"], b.get("split"))
     if e is not None and src is not None and not _in_source(src, e.value, b.get("exp_id")):
         out.append(_stale(rel, "value_missing", f"current {b['metric']} {e.value:g} of {b.get('exp_id') or 'its run'} "

@@ -1,9 +1,11 @@
-"""The results a row points at are authoritative: read each results.json (through
-`selected`), check the EVIDENCE copy against it, and take its value, n and variance.
+"""The results a row points at are authoritative: read each results file (through
+`selected`, in a run capsule, in any accepted shape), check the EVIDENCE copy against it,
+and take its value, n and variance.
 
-Also here: the pointer checks (`selected` must resolve under `runs/`, a recorded run id
-or results digest must still hold) and the results-only metrics no claim names (they
-let a number beside `SSIM` be reported as unbacked instead of misjudged)."""
+Also here: the pointer checks (a `selected` link must resolve under `runs/`, a recorded run
+id or results digest must still hold), the legacy-layout note, and the results-only
+metrics no claim names (they let a number beside `SSIM` be reported as unbacked instead
+of misjudged)."""
 
 from __future__ import annotations
 
@@ -13,21 +15,15 @@ from typing import Any
 
 from mcp_server.deliver.documents.numbers import decimals_of, fmt, rounds_to, same
 from mcp_server.deliver.evidence.layer import Evidence, Row
+from mcp_server.deliver.evidence.layout import Layout, Place, place, probes
+from mcp_server.deliver.evidence.results_file import MetricEntry, ResultsFile, lookup, read_results
 from mcp_server.deliver.evidence.schema import check
 from mcp_server.deliver.evidence.sources import Problems, join_path, read_json, sha256_bytes
 from mcp_server.deliver.models import Found, make
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.files import realpaths
 
-
-@dataclass
-class Entry:
-    metric: str
-    split: str | None
-    value: float
-    n: int | None
-    variance: float | None
-    seeds: int | None
+Loaded = tuple[ResultsFile, bytes]
 
 
 @dataclass
@@ -37,9 +33,8 @@ class RunDir:
     path: str
     exp_dir: str | None
     run_id: str | None
-    via_selected: bool
+    layout: Layout = "other"
     rows: list[Row] = field(default_factory=list)
-    results_digest: str | None = None
 
 
 @dataclass
@@ -48,92 +43,65 @@ class Attached:
     runs: dict[str, RunDir] = field(default_factory=dict)
 
 
-def entries(data: Any) -> dict[tuple[str, str | None], Entry]:
-    """results.json in either shape as (metric lower-cased, split) -> Entry."""
-    out: dict[tuple[str, str | None], Entry] = {}
-    if isinstance(data.get("metrics"), list):
-        for e in data["metrics"]:
-            out[(e["metric"].lower(), e.get("split"))] = _entry(e["metric"], e.get("split"), e)
-        return out
-    for metric, splits in data.items():
-        if metric in ("exp_id", "run_id") or not isinstance(splits, dict):
-            continue
-        for split, e in splits.items():
-            out[(metric.lower(), split)] = _entry(metric, split, e)
-    return out
-
-
-def _entry(metric: str, split: str | None, e: dict[str, Any]) -> Entry:
-    var = e.get("variance") or {}
-    return Entry(metric, split, float(e["value"]), e.get("n"), var.get("value"), var.get("seeds"))
-
-
-def lookup(table: dict[tuple[str, str | None], Entry], metric: str, split: str | None) -> Entry | None:
-    """The entry for (metric, split); without a split, the only one, else the test one."""
-    key = metric.lower()
-    if split is not None:
-        return table.get((key, split))
-    found = sorted((k[1] or "", e) for k, e in table.items() if k[0] == key)
-    if len(found) == 1:
-        return found[0][1]
-    return next((e for s, e in found if s == "test"), None)
-
-
 async def attach(host: Host, ev: Evidence, problems: Problems) -> Attached:
-    """Read every results.json the rows name and make its values authoritative."""
+    """Read every results file the rows name and make its values authoritative."""
     out = Attached()
     rows = [r for r in ev.rows if r.results_json]
     files = {r.id: join_path(ev.root, r.results_json or "") for r in rows}
-    probe = {posixpath.dirname(f) for f in files.values()}
-    probe |= {e for e in (_exp_dir(f) for f in files.values()) if e is not None}
-    real = await realpaths(host, sorted(probe)) if probe else {}
-    cache: dict[str, tuple[Any, bytes] | None] = {}
+    wanted = sorted({p for f in files.values() for p in probes(f)})
+    real = await realpaths(host, wanted) if wanted else {}
+    cache: dict[str, Loaded | None] = {}
+    readers: dict[str, list[Row]] = {}
     for row in rows:
         path = files[row.id]
-        run_dir = real.get(posixpath.dirname(path), posixpath.dirname(path))
-        rd = _run_dir(out, run_dir, path, real, ev.root)
+        at = place(path, real, ev.root)
+        rd = _run_dir(out, at, ev.root)
         rd.rows.append(row)
         row.resolved_run_id = rd.run_id
-        target = posixpath.join(run_dir, posixpath.basename(path))
+        target = posixpath.join(real.get(posixpath.dirname(path), posixpath.dirname(path)), posixpath.basename(path))
+        readers.setdefault(target, []).append(row)
         if target not in cache:
             cache[target] = await _read_results(host, target, row, problems)
         loaded = cache[target]
         if loaded is None:
             _missing(row, target, problems, cache)
             continue
-        data, raw = loaded
-        rd.results_digest = sha256_bytes(raw)
-        _pins(out, ev, row, rd)
-        _apply(out, ev, row, entries(data), target)
-    _pseudo_rows(ev, out, cache)
+        results, raw = loaded
+        _pins(out, ev, row, rd, sha256_bytes(raw))
+        _apply(out, ev, row, results.table(), target)
+    _pseudo_rows(ev, cache, readers)
     return out
 
 
-def _exp_dir(results_path: str) -> str | None:
-    parts = results_path.split("/")
-    return "/".join(parts[: parts.index("selected")]) if "selected" in parts else None
-
-
-def _run_dir(out: Attached, run_dir: str, path: str, real: dict[str, str], root: str) -> RunDir:
-    rd = out.runs.get(run_dir)
-    if rd is None:
-        parent = posixpath.dirname(run_dir)
-        exp = _exp_dir(path)
-        under_runs = parent.endswith("/runs")
-        exp_dir = posixpath.dirname(parent) if under_runs else (real.get(exp, exp) if exp else None)
-        rd = RunDir(run_dir, exp_dir, posixpath.basename(run_dir) if under_runs else None, exp is not None)
-        out.runs[run_dir] = rd
-        if exp is not None and parent != real.get(exp, exp) + "/runs":
-            shown = posixpath.relpath(exp, root) if exp.startswith(root + "/") else exp
-            rd.run_id = None
-            out.findings.append(make(
-                "evidence_out_of_date", kind="selected_outside_runs", file=posixpath.join(shown, "selected"),
-                note=f"`selected` resolves to {run_dir}, not to a run under {real.get(exp, exp)}/runs/: the pointer "
-                     "no longer names an append-only run", exp_id=posixpath.basename(exp)))
+def _run_dir(out: Attached, at: Place, root: str) -> RunDir:
+    rd = out.runs.get(at.run_dir)
+    if rd is not None:
+        return rd
+    rd = RunDir(at.run_dir, at.exp_dir, at.run_id, at.layout)
+    out.runs[at.run_dir] = rd
+    if at.selected is None:
+        return rd
+    shown = _rel_to(root, at.selected)
+    exp_id = posixpath.basename(posixpath.dirname(at.selected))
+    if at.outside_runs:
+        out.findings.append(make(
+            "evidence_out_of_date", kind="selected_outside_runs", file=shown, exp_id=exp_id,
+            note=f"`selected` resolves to {at.run_dir}, not to a run under {at.exp_dir}/runs/: the pointer no longer "
+                 "names an append-only run"))
+    elif at.layout == "selected_link":
+        out.findings.append(make(
+            "legacy_layout", kind="selected_symlink", file=shown, exp_id=exp_id,
+            note=f"`selected` is a symlink to runs/{at.run_id}: the legacy layout, still read. Current guidance "
+                 "records the chosen run by id (EVIDENCE rows naming runs/<run-id>/ or a plain selected/ copy) "
+                 "instead of re-pointing a link"))
     return rd
 
 
-async def _read_results(host: Host, target: str, row: Row, problems: Problems) -> tuple[Any, bytes] | None:
+def _rel_to(root: str, path: str) -> str:
+    return posixpath.relpath(path, root) if path.startswith(root + "/") else path
+
+
+async def _read_results(host: Host, target: str, row: Row, problems: Problems) -> Loaded | None:
     concrete = row.run not in (None, "selected")
     loaded = await read_json(host, target, "results", problems, missing_ok=concrete)
     if loaded is None:
@@ -142,9 +110,10 @@ async def _read_results(host: Host, target: str, row: Row, problems: Problems) -
     if errs:
         for e in errs[:5]:
             problems.add("results", target, "schema", f"{e.json_path}: {e.message}", json_path=e.json_path,
-                         expected=e.expected, next_step="fix results.json; rows reading it are judged against EVIDENCE")
+                         expected=e.expected, next_step="fix the results file; rows reading it are judged against "
+                                                        "EVIDENCE")
         return None
-    return loaded
+    return read_results(loaded[0]), loaded[1]
 
 
 def _missing(row: Row, target: str, problems: Problems, cache: dict[str, Any]) -> None:
@@ -154,18 +123,20 @@ def _missing(row: Row, target: str, problems: Problems, cache: dict[str, Any]) -
         row.disclose("evidence_source_missing: results.json could not be read; the EVIDENCE copy was used")
 
 
-def _pins(out: Attached, ev: Evidence, row: Row, rd: RunDir) -> None:
+def _pins(out: Attached, ev: Evidence, row: Row, rd: RunDir, digest: str) -> None:
     where = _row_place(ev, row)
     if row.run_id_pin and rd.run_id and row.run_id_pin != rd.run_id:
+        now = "`selected` now points at" if rd.layout == "selected_link" else "the row now reads"
         out.findings.append(make("evidence_out_of_date", kind="selected_repointed", **where,
-                                 note=f"recorded run {row.run_id_pin}, `selected` now points at {rd.run_id}"))
-    if row.results_sha256 and rd.results_digest and row.results_sha256 != rd.results_digest:
+                                 note=f"recorded run {row.run_id_pin}, {now} {rd.run_id}"))
+    if row.results_sha256 and row.results_sha256 != digest:
         out.findings.append(make("evidence_out_of_date", kind="run_modified", **where,
-                                 note=f"results.json digest {rd.results_digest} differs from the recorded "
+                                 note=f"results.json digest {digest} differs from the recorded "
                                       f"{row.results_sha256}: the run was changed after it was recorded"))
 
 
-def _apply(out: Attached, ev: Evidence, row: Row, table: dict[tuple[str, str | None], Entry], target: str) -> None:
+def _apply(out: Attached, ev: Evidence, row: Row, table: dict[tuple[str, str | None], MetricEntry],
+           target: str) -> None:
     entry = lookup(table, row.metric, row.split)
     where = _row_place(ev, row)
     if entry is None:
@@ -199,7 +170,7 @@ def _copy_ok(copy: float, decimals: int, truth: float) -> bool:
     return same(copy, truth) or rounds_to(copy, decimals, truth)
 
 
-def _parts(row: Row, e: Entry, value: float) -> list[tuple[str, float, float, bool]]:
+def _parts(row: Row, e: MetricEntry, value: float) -> list[tuple[str, float, float, bool]]:
     parts = [("value", row.evidence_value, value, _copy_ok(row.evidence_value, row.evidence_decimals, value))]
     if row.evidence_n is not None and e.n is not None:
         parts.append(("n", row.evidence_n, e.n, row.evidence_n == e.n))
@@ -211,22 +182,25 @@ def _parts(row: Row, e: Entry, value: float) -> list[tuple[str, float, float, bo
     return parts
 
 
-def _pseudo_rows(ev: Evidence, out: Attached, cache: dict[str, tuple[Any, bytes] | None]) -> None:
-    """Results entries that no evidence row names, as rows documents can be matched to."""
+def _pseudo_rows(ev: Evidence, cache: dict[str, Loaded | None], readers: dict[str, list[Row]]) -> None:
+    """Results entries that no evidence row names, as rows documents can be matched to;
+    they go by the names of the rows reading the same file (its experiment id, else aliases)."""
     for target, loaded in sorted(cache.items()):
         if loaded is None:
             continue
-        rd = out.runs.get(posixpath.dirname(target))
-        exp = rd.rows[0].exp_id if rd and rd.rows else None
-        named = {(r.metric.lower(), r.split) for r in (rd.rows if rd else [])}
-        for (metric, split), e in sorted(entries(loaded[0]).items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-            if (metric, split) in named or (metric, None) in named:
+        mine = readers.get(target, [])
+        exp = next((r.exp_id for r in mine if r.exp_id), None)
+        names = [exp] if exp else sorted({a for r in mine for a in r.aliases})
+        named = {(r.metric.lower(), r.split) for r in mine}
+        for (metric, split), e in sorted(loaded[0].table().items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            if (metric, split) in named or (metric, None) in named or (split is None and any(
+                    m == metric for m, _ in named)):
                 continue
             ev.pseudo.append(Row(
                 id=len(ev.rows) + len(ev.pseudo), claim=None, json_path=target, exp_id=exp, run=None,
                 metric=e.metric, split=split, unit=None, evidence_value=e.value, evidence_decimals=0,
                 evidence_n=None, evidence_variance=None, evidence_seeds=None, value=e.value, value_text=fmt(e.value),
-                value_source="results.json", aliases=[exp] if exp else [], pseudo=True))
+                value_source="results.json", aliases=names, pseudo=True))
 
 
 def _rel(ev: Evidence, path: str) -> str:

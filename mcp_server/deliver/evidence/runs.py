@@ -29,11 +29,12 @@ _UNCERTIFIED = ("run_modified: the run directory changed after it was recorded; 
 async def check_runs(host: Host, ev: Evidence, runs: dict[str, RunDir], problems: Problems) -> list[Found]:
     """Findings for every run directory reached; disclosures attached to its rows."""
     provs: dict[str, dict[str, Any]] = {}
+    findings: list[Found] = []
     for path, rd in sorted(runs.items()):
         loaded = await read_json(host, posixpath.join(path, "provenance.json"), "provenance", problems, missing_ok=True)
         if loaded is None:
             if not any(p.path == posixpath.join(path, "provenance.json") for p in problems.items):
-                _disclose(rd, "no_provenance: the run has no provenance.json; its conditions are unrecorded")
+                findings += await _run_record(host, ev, rd, problems)
             continue
         errs = check("provenance", loaded[0])
         for e in errs[:5]:
@@ -46,13 +47,28 @@ async def check_runs(host: Host, ev: Evidence, runs: dict[str, RunDir], problems
         sums = await digests(host, wanted) if wanted else {}
     except RgtError as exc:
         problems.from_error("runs", ev.root, exc, next_step="pass check_runs=false to skip the digest checks")
-        return []
-    findings: list[Found] = []
+        return findings
     for path, prov in provs.items():
         findings += _check_one(ev, runs[path], prov, sums)
     for path, prov in provs.items():
         await _split_audit(host, ev, runs[path], prov, problems)
     return findings
+
+
+async def _run_record(host: Host, ev: Evidence, rd: RunDir, problems: Problems) -> list[Found]:
+    """A run without provenance.json: a canonical capsule records itself in run.json, whose
+    run id must still be its folder's name; with neither, the conditions are unrecorded."""
+    record = posixpath.join(rd.path, "run.json")
+    loaded = await read_json(host, record, "runs", problems, missing_ok=True)
+    if loaded is None:
+        if not any(p.path == record for p in problems.items):
+            _disclose(rd, "no_provenance: the run has no provenance.json or run.json; its conditions are unrecorded")
+        return []
+    said = loaded[0].get("run_id") if isinstance(loaded[0], dict) else None
+    if rd.run_id and isinstance(said, str) and said != rd.run_id:
+        return [make("evidence_out_of_date", kind="provenance_location_mismatch", **_where(ev, rd),
+                     note=f"run.json says run {said}, the folder is {rd.run_id}: a sealed run was copied or renamed")]
+    return []
 
 
 def _disclose(rd: RunDir, text: str) -> None:

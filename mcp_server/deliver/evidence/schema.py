@@ -61,11 +61,15 @@ def check(name: str, data: Any) -> list[SchemaError]:
 
 def _describe(error: ValidationError) -> SchemaError:
     while error.validator in ("anyOf", "oneOf") and error.context:
-        # The branch that got furthest is the one the author meant; a bare type mismatch at
-        # the same place (e.g. "not null") says least.
-        options = [e for e in error.context
+        # The branch the author meant is the one with the fewest errors, then the one that got
+        # furthest; a bare type mismatch at the same place (e.g. "not null") says least.
+        branches: dict[Any, list[ValidationError]] = {}
+        for e in error.context:
+            branches.setdefault(e.relative_schema_path[0] if e.relative_schema_path else None, []).append(e)
+        meant = min(branches.values(), key=lambda es: (len(es), -max(len(e.absolute_path) for e in es)))
+        options = [e for e in meant
                    if not (e.validator == "type" and len(e.absolute_path) == len(error.absolute_path))]
-        deepest = best_match(options or error.context, key=lambda e: len(e.absolute_path))
+        deepest = best_match(options or meant, key=lambda e: len(e.absolute_path))
         if deepest is None:
             break
         error = deepest

@@ -13,7 +13,7 @@ from mcp_server.deliver.documents.tables import Tables
 from mcp_server.deliver.documents.text import Document
 from mcp_server.deliver.evidence.layer import Claim, Evidence
 from mcp_server.deliver.matching.judge import OK, Attribution, Judged
-from mcp_server.deliver.matching.match import Mention
+from mcp_server.deliver.matching.mention import Mention
 from mcp_server.deliver.models import Found, NumberRecord, Occurrence, make
 
 _MAX_OCCURRENCES = 5

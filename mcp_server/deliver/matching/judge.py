@@ -19,7 +19,7 @@ from typing import Any, Literal
 from mcp_server.deliver.documents.numbers import fmt, rounds_to, same, strict_equal
 from mcp_server.deliver.documents.tokens import VALUE, Token
 from mcp_server.deliver.evidence.layer import Row
-from mcp_server.deliver.matching.match import Mention
+from mcp_server.deliver.matching.mention import Mention
 from mcp_server.deliver.models import Candidate, Found, make
 
 Judged = Literal["match", "rounded_match", "scaled_match", "unit_problem", "stale"]
