@@ -5,6 +5,7 @@
 root=$1 wd=$2 name=$3
 mkdir -p "$root/.rgt/runs" "$root/.rgt/names" "$root/.rgt/locks" || exit 3
 base=$(cd "$root/.rgt" && pwd -P)
+printf 'durable=%s\n' "$(cd "$root" && pwd -P)"
 printf 'base=%s\nuser=%s\nhostname=%s\nuname=%s\n' "$base" "$(id -un)" "$(hostname)" "$(uname -srm)"
 printf 'bytes=%s\n' "$(df -P -k -- "$root" | tail -n 1)"
 printf 'inodes=%s\n' "$(df -P -i -- "$root" | tail -n 1)"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Library: the run-dir contract read on the box (prepended to the job_* scripts that need it).
 # rgt_state DIR prints one tab-separated line: kind (exited|alive|queued|gone), exit code / pid /
-# queue id, ended_at, log size, log mtime ("-" when unknown); status.py's StateLine parses it.
+# queue id, ended_at, log size, log mtime ("-" when unknown), and for a run that exited 0 and
+# asked for sync_to_durable a sixth field: the sync result ("ok ..." or "failed <reason>");
+# status.py's StateLine parses it.
 rgt_oom() { rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
   for f in "/sys/fs/cgroup$rel/memory.events" /sys/fs/cgroup/memory.events; do
     [ -f "$f" ] && { sed -n 's/^oom_kill //p' "$f"; return; }; done
@@ -13,8 +15,9 @@ rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
 rgt_state() { d=$1
   lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
-  if [ -f "$d/exit_code" ]; then
-    printf 'exited\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code")" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
+  if [ -f "$d/exit_code" ]; then ec=$(cat "$d/exit_code")
+    printf 'exited\t%s\t%s\t%s\t%s' "$ec" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"
+    if [ "$ec" = 0 ] && [ -f "$d/sync_spec" ]; then printf '\t%s\n' "$(rgt_sync_state "$d")"; else echo; fi; return; fi
   pid=$(cat "$d/pid" 2>/dev/null)
   if rgt_alive "$d" "$pid" "$d/wrapper.sh"; then printf 'alive\t%s\t-\t%s\t%s\n' "$pid" "$lsz" "$lmt"; return; fi
   if [ -z "$pid" ] && [ -f "$d/queued" ]; then
@@ -22,6 +25,12 @@ rgt_state() { d=$1
     if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s\n' "$q" "$lsz" "$lmt"; return; fi
   fi
   printf 'gone\t%s\t-\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt"; }
+# rgt_sync_state DIR: the sync result of a run that exited 0 and asked for sync_to_durable; never
+# empty, and anything but a recorded "ok" reads as a failure.
+rgt_sync_state() { sy=$(head -n 1 "$1/sync_status" 2>/dev/null | head -c 2000 | tr '\t\r' '  ')
+  if [ ! -f "$1/sync_status" ]; then sy="failed no sync_status was recorded although sync_to_durable was asked"
+  elif [ -z "$sy" ]; then sy="failed sync_status is empty"; fi
+  printf '%s\n' "$sy"; }
 rgt_lost_facts() { d=$1
   printf 'boot_then=%s\nboot_now=%s\n' "$(cat "$d/boot_id" 2>/dev/null)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
   printf 'oom_then=%s\noom_now=%s\n' "$(cat "$d/oom_base" 2>/dev/null)" "$(rgt_oom)"

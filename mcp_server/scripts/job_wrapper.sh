@@ -3,7 +3,11 @@
 # edit it while the run is live. Run as `bash <run dir>/wrapper.sh MODE [SECRET_FIFO]` by the
 # engine (MODE shell or tmux): it reads secrets from stdin or the one-shot fifo, records its
 # pid, runs cmd.sh in the workdir named by the run dir's `workdir` file, and on exit writes
-# exit_code and ended_at atomically (tmp + rename).
+# exit_code and ended_at atomically (tmp + rename). When the command exits 0 and the run dir
+# has a sync_spec, the declared outputs are copied to the durable root first (job_sync.sh,
+# prepended to this file) and sync_status is written before exit_code: a reader never sees
+# the exit code of a run whose copy is still under way. A failed copy keeps exit_code 0 (the
+# command's own code) and the wrapper itself exits 99.
 set -u
 d=${0%/*}
 mode=${1:-shell}
@@ -17,6 +21,7 @@ done
 exec 3<&- </dev/null
 [ -n "$secret_src" ] && rm -f -- "$secret_src"
 printf '%s\n' "$$" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
+export RGT_RUN_ID="${d##*/}" RGT_RUN_DIR="$d"
 finish() {
   printf '%s\n' "$1" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
   date +%s > "$d/ended_at.tmp" && mv -f "$d/ended_at.tmp" "$d/ended_at"
@@ -32,6 +37,11 @@ if [ "$mode" = tmux ]; then
 else
   bash "$d/cmd.sh" >> "$d/log" 2>&1
   code=$?
+fi
+if [ "$code" = 0 ] && [ -f "$d/sync_spec" ]; then
+  { echo "# rgt: command exited 0; copying sync_to_durable outputs"; ( rgt_sync "$d" ) 2>&1
+    printf '# rgt: sync_to_durable: %s\n' "$(cat "$d/sync_status" 2>/dev/null)"; } >> "$d/log"
+  case $(cat "$d/sync_status" 2>/dev/null) in ok*) ;; *) finish 0; exit 99;; esac
 fi
 finish "$code"
 exit "$code"

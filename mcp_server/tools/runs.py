@@ -10,6 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from mcp_server.app import App
+from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
 from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
@@ -47,6 +48,12 @@ OutputsArg = Annotated[list[str] | None, Field(
     description="files the run must produce (paths/globs relative to output_root): verify_artifacts and teardown "
     "check them", max_length=256)]
 OutputRootArg = Annotated[str | None, Field(description="where outputs live on the box (default: workdir)")]
+SyncArg = Annotated[list[str] | None, Field(
+    description="globs under output_root copied on exit 0 to <durable_root>/results/<run_id>/ and verified "
+    "(size+sha256); a failed copy makes the run sync_failed. {run_id} = $RGT_RUN_ID",
+    max_length=64)]
+StartIndexArg = Annotated[int, Field(
+    description="queue: first cell to run (from 1), to resume a sweep", ge=1)]
 
 # tail_logs
 RunIdArg = Annotated[str | None, Field(description="run id from launch_detached or list_runs")]
@@ -57,6 +64,14 @@ MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=
 LinesArg = Annotated[int | None, Field(description="instead of offset: the last N lines", ge=1, le=5000)]
 StallArg = Annotated[float, Field(
     description="warn when a running job's log has not grown for this long", ge=30)]
+
+# aggregate_results
+CellsArg = Annotated[str, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
+AggregateNameArg = Annotated[str, Field(description="destination: <durable_root>/results/<name>/<cell>/")]
+SourceRootArg = Annotated[str | None, Field(description="box directory holding the cells (default: scratch root)")]
+MarkerArg = Annotated[str, Field(description="file whose presence marks a cell finished")]
+CellFilesArg = Annotated[list[str] | None, Field(
+    description="globs of the files to copy within a cell (default: all)", max_length=64)]
 
 # list_runs
 OptionalHostArg = Annotated[str | None, Field(
@@ -91,10 +106,10 @@ async def _launch_one(app: App, name: str, req: LaunchRequest) -> LaunchResult:
 
 
 async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
-                 req: LaunchRequest) -> LaunchDetachedResult:
+                 req: LaunchRequest, start_index: int) -> LaunchDetachedResult:
     spec = app.pool.spec(host)
     queue = await launch_queue(await app.pool.host(spec), spec, commands, max_concurrent, req,
-                               ledger=app.ledger, redactor=app.redactor)
+                               ledger=app.ledger, redactor=app.redactor, start_index=start_index)
     return LaunchDetachedResult(queue=queue)
 
 
@@ -118,15 +133,16 @@ def _register_launch_detached(server: MCPServer) -> None:
         workdir: WorkdirArg = None, env: EnvArg = None, secret_env: SecretEnvArg = None,
         backend: BackendArg = "shell", allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
-        outputs: OutputsArg = None, output_root: OutputRootArg = None,
+        outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
+        start_index: StartIndexArg = 1,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
         Creates <durable_root>/.rgt/runs/<run_id>/ on the box (run.json, wrapper, log, pid;
-        exit_code written atomically on exit), refuses when the disk is below the floor in
-        bytes or inodes, and watches for up to probe_s: an import error comes back in this
-        result with the log tail and the failure signatures. Status later comes from
-        tail_logs (process + exit file, never log text). See
+        exit_code written atomically on exit, after sync_to_durable's verified copies), refuses
+        when the disk is below the floor in bytes or inodes, and watches for up to probe_s: an
+        import error comes back in this result with the log tail and the failure signatures.
+        Status later comes from tail_logs (process + exit file, never log text). See
         references://run-remote/lifecycle-checklist#phase-3 and references://run-remote/monitoring#run-status.
         """
         app = app_of(ctx)
@@ -135,13 +151,15 @@ def _register_launch_detached(server: MCPServer) -> None:
                 raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
             if not commands and not command:
                 raise ToolError("give `command` (or `commands` for a queue)")
+            if start_index != 1 and not commands:
+                raise ToolError("start_index applies to a queue: give `commands`")
             req = LaunchRequest(
                 command=command or "queue", name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [],
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
-                output_root=output_root)
+                output_root=output_root, sync_to_durable=sync_to_durable or [])
             if commands:
-                return await _queue(app, host, commands, max_concurrent, req)
+                return await _queue(app, host, commands, max_concurrent, req, start_index)
             return await _launch(app, host, hosts, req)
 
 
@@ -155,6 +173,7 @@ def _register_tail_logs(server: MCPServer) -> None:
         """Read a run's log incrementally (cost flat in log size) with its real status and failure signatures.
 
         Status comes from the process and the exit file: running, succeeded, failed (exit code),
+        sync_failed (exit 0 but the copy to the durable root failed; `sync` says why),
         lost (no process and no exit file; evidence says reboot, OOM kill or hard kill) — a
         transport failure is an error, never a status. Without offset or lines you get the last
         max_bytes; continue with offset=next_offset. Signatures route to references
@@ -185,7 +204,27 @@ def _register_list_runs(server: MCPServer) -> None:
         return ListRunsResult(outcomes=[ListRunsOutcome(host=n, runs=r, error=e) for n, r, e in rows])
 
 
+def _register_aggregate_results(server: MCPServer) -> None:
+    @server.tool(name="aggregate_results", annotations=LAUNCH)
+    async def aggregate_results_tool(
+        ctx: Context, cells: CellsArg, name: AggregateNameArg, host: HostArg = "local", root: SourceRootArg = None,
+        marker: MarkerArg = "DONE", files: CellFilesArg = None,
+    ) -> AggregateResult:
+        """Copy a sweep's finished cells from scratch to <durable_root>/results/<name>/<cell>/, each file verified.
+
+        A cell is a directory `cells` matches under root, finished when it holds `marker`. Never
+        deletes or replaces a file; call again to continue. Zero cells made durable is an error.
+        See references://run-remote/pull-verify#aggregation.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            req = AggregateRequest(cells=cells, name=name, root=root, marker=marker, files=files or [])
+            return await aggregate_cells(await app.pool.host(spec), spec, req, ledger=app.ledger)
+
+
 def register(server: MCPServer) -> None:
     _register_launch_detached(server)
     _register_tail_logs(server)
     _register_list_runs(server)
+    _register_aggregate_results(server)

@@ -13,6 +13,7 @@ EXPECTED = {
     "run_probe": (True, False, True, True),
     "reconcile_evidence": (False, False, True, True),
     "search_references": (True, False, True, False),
+    "aggregate_results": (False, False, True, True),
 }
 
 

@@ -25,7 +25,8 @@ from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
+from mcp_server.run.jobs.status import FINISHED, STATE_FUNCS, RunState, parse_state
+from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
 from mcp_server.verify.artifacts.roster import check_pattern
 
@@ -51,6 +52,7 @@ class LaunchRequest(BaseModel):
     min_free_inodes: int = Field(default=DEFAULT_MIN_FREE_INODES, ge=0)
     outputs: list[str] = Field(default_factory=list, description="roster patterns the run must produce")
     output_root: str | None = None
+    sync_to_durable: list[str] = Field(default_factory=list, description="globs copied to the durable root on exit 0")
 
 
 class LaunchResult(BaseModel):
@@ -69,11 +71,13 @@ class LaunchResult(BaseModel):
     tmux_session: str | None = None
 
 
-def _check_request(req: LaunchRequest) -> None:
+def check_request(req: LaunchRequest) -> None:
+    """Every name, path and pattern in the request, before anything touches the box."""
     if req.name:
         check_name(req.name, "run name")
     for p in req.outputs:
         check_pattern(p)
+    check_sync_patterns(req.sync_to_durable)
     if req.output_root:
         check_path(req.output_root, "output_root")
     for k in req.env:
@@ -145,6 +149,7 @@ def choose_backend(req: LaunchRequest, facts: dict[str, str]) -> tuple[Backend, 
 def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_id: str, backend: Backend,
                 secret_names: list[str], command: str, queue_id: str | None = None) -> RunRecord:
     now = time.time()
+    root = req.output_root or facts["workdir"]
     return RunRecord(
         run_id=run_id, name=req.name if queue_id is None else None, host=spec.name, backend=backend,
         command=command, workdir=facts["workdir"], env=req.env, secret_env_names=sorted(secret_names),
@@ -153,7 +158,8 @@ def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_i
         git_dirty=(facts["git_dirty"].strip() not in ("", "0")) if "git_dirty" in facts else None,
         host_facts={k: facts[k] for k in ("hostname", "uname", "gpus") if k in facts},
         queue_id=queue_id, server_version=__version__,
-        outputs=RunOutputs(root=req.output_root or facts["workdir"], patterns=req.outputs) if req.outputs else None,
+        outputs=RunOutputs(root=root, patterns=req.outputs) if req.outputs else None,
+        sync=run_sync(root, req.sync_to_durable, facts["durable"], run_id),
     )
 
 
@@ -170,7 +176,8 @@ def _start_script(spec: HostSpec, req: LaunchRequest, engine: JobEngine, record:
     """Round trip 2 (scripts/job_launch_start.sh) with the run's files as arguments."""
     args = [base, record.run_id, req.name or "", "1" if req.relaunch else "0", str(int(req.probe_s / 0.2)),
             str(LOG_TAIL_BYTES), engine.job_name(record.run_id) or "", record.workdir, record_text(record),
-            file_text(record.command), env_script(req.env, spec.profile.proxy_hook), wrapper_text()]
+            file_text(record.command), env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
+            record.sync.spec_text() if record.sync else ""]
     libraries = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions())
     return job_script("job_launch_start", *map(quote, args), libraries=libraries)
 
@@ -204,7 +211,7 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     run_dir = f"{base}/runs/{run_id}"
     return LaunchResult(
         host=spec.name, run_id=run_id, name=req.name, backend=engine.name, run_dir=run_dir,
-        outcome="exited_early" if state.status in ("succeeded", "failed") else "running",
+        outcome="exited_early" if state.status in FINISHED else "running",
         log_path=engine.log_path(run_dir), state=state, log_tail="\n".join(tail.splitlines()[-40:]),
         signatures=scan(tail), progress=progress_hint(tail), notes=notes, tmux_session=engine.job_name(run_id),
     )
@@ -218,13 +225,14 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
                         "secret_env_names": record.secret_env_names, "run_dir": result.run_dir,
                         "durable_root": spec.durable_root, "status": result.state.status,
                         "exit_code": result.state.exit_code,
-                        "outputs": record.outputs.model_dump() if record.outputs else None})
+                        "outputs": record.outputs.model_dump() if record.outputs else None,
+                        "sync": record.sync.model_dump() if record.sync else None})
 
 
 async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledger | None,
                  redactor: Redactor, environ: dict[str, str] | None = None) -> LaunchResult:
     """Start one detached job (or return the live one of the same name)."""
-    _check_request(req)
+    check_request(req)
     secrets = secret_values(req.secret_env, os.environ if environ is None else environ, redactor)
     facts = await read_facts(host, spec, req)
     backend, notes = choose_backend(req, facts)

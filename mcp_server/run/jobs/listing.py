@@ -18,11 +18,11 @@ from mcp_server.run.audit.nvidia import Q_GPU_FIELDS, Gpu, parse_gpus
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import ListedRun
 from mcp_server.run.jobs.rundir import RunOutputs, RunStatus
-from mcp_server.run.jobs.status import RunState
+from mcp_server.run.jobs.status import FINISHED, RunState
 from mcp_server.run.teardown.cost import accrued
 
 MAX_RUNS = 200
-TERMINAL = ("succeeded", "failed", "lost")
+TERMINAL = (*FINISHED, "lost")
 
 
 class RunSummary(BaseModel):
@@ -38,6 +38,7 @@ class RunSummary(BaseModel):
     ended_at: float | None = Field(
         default=None, description="epoch seconds the run ended (exit file, else last log write)")
     outputs: RunOutputs | None = None
+    sync: str | None = Field(default=None, description="sync_to_durable outcome")
 
 
 class HostRuns(BaseModel):
@@ -87,7 +88,7 @@ def _summary(run: ListedRun, state: RunState, now: float, known: set[str]) -> Ru
         command=(rec.command or "")[:200] or None, log_size=state.log_size,
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
         ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
-        outputs=rec.outputs,
+        outputs=rec.outputs, sync=state.sync,
     )
 
 

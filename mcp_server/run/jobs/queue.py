@@ -3,7 +3,9 @@
 The server cannot wait for jobs, so the queue runner itself is a detached process on the
 box (runs/queue-<id>/queue.sh, from scripts/job_queue_runner.sh). Every command gets its own
 run dir and wrapper with the same contract as launch_detached; a child waiting its turn has
-status `queued`."""
+status `queued`. Cells are numbered from 1 in the order given (`<name>3-...` is cell 3); a
+sweep that died at cell k restarts with the same commands and start_index=k, and cells 1..k-1
+are not run again."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 from pydantic import BaseModel, Field
 
 from mcp_server import scripts
+from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import quote
 from mcp_server.hosts.pool import HostSpec
@@ -19,6 +22,7 @@ from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.launch import (
     LaunchRequest,
+    check_request,
     choose_backend,
     file_text,
     make_record,
@@ -31,8 +35,11 @@ from mcp_server.run.jobs.rundir import new_run_id
 from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
 
+Cell = tuple[int, str, str]  # index from 1, run id, command
+
 
 class QueuedRun(BaseModel):
+    index: int = Field(description="cell number in `commands`, from 1")
     run_id: str
     command: str
     state: RunState
@@ -43,41 +50,54 @@ class QueueResult(BaseModel):
     queue_id: str
     queue_dir: str
     max_concurrent: int
-    runs: list[QueuedRun] = Field(description="one per command, in queue order")
+    start_index: int
+    runs: list[QueuedRun] = Field(description="one per cell run, in queue order")
 
 
 def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], queue_dir: str, max_concurrent: int,
-                  children: list[tuple[str, str]], secret_names: list[str]) -> str:
+                  children: list[Cell], secret_names: list[str]) -> str:
     """scripts/job_queue_start.sh with the queue's and every child's files as arguments."""
     queue_id = queue_dir.rsplit("/", 1)[1]
     args = [queue_dir, str(int(max_concurrent)), f"{min(req.probe_s, 20):g}",
             STATE_FUNCS + scripts.load("job_queue_runner"), facts["workdir"],
             env_script(req.env, spec.profile.proxy_hook), wrapper_text()]
-    for run_id, command in children:
+    for _, run_id, command in children:
         record = make_record(spec, req, facts, run_id, "shell", secret_names, command, queue_id=queue_id)
-        args += [run_id, record_text(record), file_text(command)]
+        args += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
     return job_script("job_queue_start", *map(quote, args), libraries=(STATE_FUNCS, scripts.load("job_run_files")))
 
 
+def _cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]:
+    """(index, run id, command) of every cell from start_index on."""
+    if not 1 <= start_index <= len(commands):
+        raise InputError("start_index is not a cell of this queue", observed=start_index,
+                         expected=f"1..{len(commands)} (cells are numbered from 1 in the order of `commands`)",
+                         next_step="pass the same commands as the first launch and the number of the first cell "
+                         "to run again")
+    return [(i, new_run_id(f"{name or 'q'}{i}"), cmd) for i, cmd in enumerate(commands, 1) if i >= start_index]
+
+
 async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_concurrent: int,
-                       req: LaunchRequest, *, ledger: Ledger | None, redactor: Redactor) -> QueueResult:
-    """Queue `commands` on one box; the first `max_concurrent` start at once."""
+                       req: LaunchRequest, *, ledger: Ledger | None, redactor: Redactor,
+                       start_index: int = 1) -> QueueResult:
+    """Queue `commands` from cell `start_index` (from 1) on one box; the first `max_concurrent` start at once."""
+    check_request(req)
+    children = _cells(commands, start_index, req.name)
     secrets = secret_values(req.secret_env, os.environ, redactor)
     facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
     choose_backend(req.model_copy(update={"backend": "shell"}), facts)
     queue_id = "queue-" + new_run_id(req.name)
     queue_dir = f"{facts['base']}/runs/{queue_id}"
-    children = [(new_run_id(f"{req.name or 'q'}{i + 1}"), cmd) for i, cmd in enumerate(commands)]
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
     res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30)
     res.check("starting the queue")
     states = parse_kv(res.text)
-    runs = [QueuedRun(run_id=rid, command=redactor.scrub(cmd)[:200], state=parse_state(states.get(f"state.{rid}", "")))
-            for rid, cmd in children]
+    runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200],
+                      state=parse_state(states.get(f"state.{rid}", ""))) for i, rid, cmd in children]
     if ledger is not None:
-        for r, cmd in zip(runs, commands, strict=True):
+        for r, (_, _, cmd) in zip(runs, children, strict=True):
             ledger.record("launch", host=spec.name, run_id=r.run_id, summary=f"queued in {queue_id}",
                           data={"queue_id": queue_id, "command": cmd, "backend": "shell",
                                 "secret_env_names": sorted(secrets), "durable_root": spec.durable_root})
     return QueueResult(host=spec.name, queue_id=queue_id, queue_dir=queue_dir, max_concurrent=max_concurrent,
-                       runs=runs)
+                       start_index=start_index, runs=runs)

@@ -3,8 +3,12 @@
 <durable_root>/.rgt/
   runs/<run_id>/   run.json  wrapper.sh  cmd.sh  env.sh  workdir  log  pid  boot_id  oom_base
                    exit_code  ended_at  (both written by the wrapper, tmp + rename)
+                   sync_spec  (sync_to_durable asked: source root, destination, globs)
+                   sync_status  sync_files  (the copy's outcome and its files, before exit_code)
   names/<name>     the run id last launched under that name
   locks/<name>/    held while a launch of that name is in progress (mkdir is atomic)
+<durable_root>/results/<run_id>/   what sync_to_durable copied, by path under the source root
+<durable_root>/results/<name>/<cell>/   what aggregate_results collected from a sweep's cells
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from mcp_server import scripts
 from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word
+from mcp_server.run.jobs.sync import RunSync
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "lost", "unknown"]
+RunStatus = Literal["queued", "running", "succeeded", "failed", "sync_failed", "lost", "unknown"]
 Backend = Literal["shell", "tmux"]
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
@@ -78,6 +83,7 @@ class RunRecord(BaseModel):
     host_facts: dict[str, str] = Field(default_factory=dict)
     queue_id: str | None = None
     outputs: RunOutputs | None = None
+    sync: RunSync | None = None
     server_version: str
 
     model_config = ConfigDict(populate_by_name=True)

@@ -1,8 +1,10 @@
 """Run status from the process table and the exit file — never from log text.
 
 running    the wrapper's pid is alive (same boot, not a zombie, its cmdline is our wrapper)
-succeeded  exit_code is 0
+succeeded  exit_code is 0 (and, when the run asked for sync_to_durable, every copy verified)
 failed     exit_code is non-zero (the code says how: 137 = SIGKILL, often the OOM killer)
+sync_failed  exit_code is 0 but the copy of its outputs to the durable root failed: the wrapper's
+           sync_status says why; the scratch copy is still the only one
 queued     waiting in an on-box queue whose runner is alive
 lost       no live process and no exit file: killed hard, OOM-killed with the wrapper, or the
            box rebooted; `evidence` says which facts point where
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +27,9 @@ from mcp_server.run.jobs.rundir import RunStatus
 
 # The shell functions every script that reads run state is prepended with. $1 = absolute run dir.
 STATE_FUNCS = scripts.load("job_state")
+
+# The statuses of a run whose wrapper has exited and recorded how.
+FINISHED: tuple[RunStatus, ...] = ("succeeded", "failed", "sync_failed")
 
 _FIELD_SEPARATOR = re.compile(r"[\t|]")
 _NONE = "-"
@@ -37,6 +43,7 @@ class RunState(BaseModel):
     log_size: int | None = None
     log_mtime: float | None = None
     evidence: list[str] = Field(default_factory=list, description="the facts the status rests on")
+    sync: str | None = Field(default=None, description="sync_to_durable outcome")
 
 
 def _num(v: str | None) -> float | None:
@@ -55,23 +62,27 @@ def _field(v: str) -> str | None:
 class StateLine:
     """One `rgt_state` line: kind (exited, alive, queued, gone), then the exit code, wrapper pid
     or queue id, ended_at, log size and log mtime; tab-separated, or `|`-separated where a
-    script carries it inside a key=value line. "-" stands for a missing field."""
+    script carries it inside a key=value line. "-" stands for a missing field. A run that
+    exited 0 and asked for sync_to_durable has a sixth field, the rest of the line: the sync
+    result, `ok <what was copied>` or `failed <reason>` (it may hold `|`, so it is never split)."""
 
     kind: str
     detail: str | None = None
     ended_at: str | None = None
     log_size: str | None = None
     log_mtime: str | None = None
+    sync: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> StateLine:
-        parts = [_field(p) for p in _FIELD_SEPARATOR.split(text.strip("\r\n"))]
-        kind, detail, ended_at, log_size, log_mtime = (parts + [None] * 5)[:5]
-        return cls(kind or "", detail, ended_at, log_size, log_mtime)
+        parts = [_field(p) for p in _FIELD_SEPARATOR.split(text.strip("\r\n"), maxsplit=5)]
+        kind, detail, ended_at, log_size, log_mtime, sync = (parts + [None] * 6)[:6]
+        return cls(kind or "", detail, ended_at, log_size, log_mtime, sync)
 
     def format(self) -> str:
         fields = (self.kind, self.detail, self.ended_at, self.log_size, self.log_mtime)
-        return "\t".join(_NONE if f is None else f for f in fields)
+        line = "\t".join(_NONE if f is None else f for f in fields)
+        return line if self.sync is None else f"{line}\t{self.sync}"
 
     def to_state(self) -> RunState:
         """The status this line proves (a lost run's causes come from `lost_evidence`)."""
@@ -79,9 +90,7 @@ class StateLine:
         size = self.log_size or ""
         common = {"log_size": int(size) if size.isdigit() else None, "log_mtime": _num(self.log_mtime)}
         if self.kind == "exited" and detail.lstrip("-").isdigit():
-            code = int(detail)
-            return RunState(status="succeeded" if code == 0 else "failed", exit_code=code,
-                            ended_at=_num(self.ended_at), evidence=[f"exit_code file says {code}"], **common)
+            return self._exited(int(detail), common)
         if self.kind == "alive" and detail.isdigit():
             return RunState(status="running", pid=int(detail), evidence=[f"wrapper pid {detail} is alive"], **common)
         if self.kind == "queued":
@@ -90,6 +99,20 @@ class StateLine:
         return RunState(status="lost", pid=pid,
                         evidence=[f"no live wrapper process{f' (pid {pid})' if pid else ''} and no exit_code file"],
                         **common)
+
+    def _exited(self, code: int, common: dict[str, Any]) -> RunState:
+        """A finished run: its exit code, and for exit 0 the outcome of its copy to the durable root."""
+        evidence = [f"exit_code file says {code}"]
+        ended_at = _num(self.ended_at)
+        if code != 0:
+            return RunState(status="failed", exit_code=code, ended_at=ended_at, evidence=evidence, **common)
+        if self.sync is None:
+            return RunState(status="succeeded", exit_code=0, ended_at=ended_at, evidence=evidence, **common)
+        outcome, _, text = self.sync.partition(" ")
+        ok = outcome == "ok"
+        evidence.append(f"sync_status says {outcome}" + ("" if ok else ": the copy to the durable root failed"))
+        return RunState(status="succeeded" if ok else "sync_failed", exit_code=0, ended_at=ended_at,
+                        evidence=evidence, sync=text or self.sync, **common)
 
 
 def parse_state(text: str) -> RunState:

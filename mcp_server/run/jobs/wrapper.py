@@ -4,7 +4,8 @@ The launch writes it into the run dir as wrapper.sh; an engine runs it as a sess
 (setsid, or a tmux pane). It reads secrets from stdin or a one-shot fifo (never argv, never a
 file that stays), records its pid, runs the command with stdin closed and output to `log`, and
 on exit writes `exit_code` and `ended_at` atomically (tmp + rename). SIGKILL of the whole group
-leaves no exit file: that is how `lost` is told from `failed`."""
+leaves no exit file: that is how `lost` is told from `failed`. A run that asked for
+sync_to_durable has its outputs copied and verified before exit_code is written (sync.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from mcp_server.hosts.commands import env_assignments
 
 
 def wrapper_text() -> str:
-    """wrapper.sh as written into every run dir: the same text for every run."""
-    return scripts.load("job_wrapper")
+    """wrapper.sh as written into every run dir: the same text for every run (the verified-copy
+    functions sync_to_durable uses, then the wrapper)."""
+    return scripts.load("job_sync").rstrip("\n") + "\n" + scripts.load("job_wrapper")
 
 
 def env_script(env: dict[str, str], proxy_hook: str | None) -> str:

@@ -56,3 +56,27 @@ def test_lost_evidence_points_at_reboot_oom_or_hard_kill() -> None:
     assert "oom_kill counter rose from 0 to 2" in oom[0]
     hard = lost_evidence({"boot_then": "a", "boot_now": "a", "oom_then": "0", "oom_now": "0"}, [])
     assert "killed hard" in hard[0]
+
+
+SYNC_OK = "ok 2 file(s), 12 bytes copied to /d/results/r-1, each verified by size and sha256"
+SYNC_FAILED = "failed 1 problem(s) copying to /d/results/r|1: out/best.pth: cannot create /d/results: Not a directory"
+
+
+def test_exit_0_whose_copy_to_the_durable_root_failed_is_sync_failed_never_succeeded() -> None:
+    state = parse_state(f"exited\t0\t1700000000\t10\t1700000000\t{SYNC_FAILED}")
+    assert (state.status, state.exit_code) == ("sync_failed", 0)
+    assert state.sync == SYNC_FAILED.removeprefix("failed ")  # a `|` in a path stays in the reason
+    ok = parse_state(f"exited\t0\t1700000000\t10\t1700000000\t{SYNC_OK}")
+    assert ok.status == "succeeded" and ok.sync is not None and ok.sync.startswith("2 file(s)")
+
+
+@pytest.mark.parametrize("sync", [SYNC_OK, SYNC_FAILED])
+def test_a_sync_field_survives_format_and_the_bar_separated_form(sync: str) -> None:
+    line = f"exited\t0\t1700000000\t10\t1700000000\t{sync}"
+    assert StateLine.parse(line).format() == line
+    assert parse_state(line.replace("\t", "|")) == parse_state(line)
+
+
+@pytest.mark.parametrize("sync", ["garbage", "failed", "okay 1 file", "failed ok"])
+def test_any_sync_field_but_ok_reads_as_sync_failed(sync: str) -> None:
+    assert parse_state(f"exited\t0\t-\t10\t1700000000\t{sync}").status == "sync_failed"
