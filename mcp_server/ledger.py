@@ -182,6 +182,13 @@ class Ledger:
         found = self.events(kind, host=host, run_id=run_id, limit=1)
         return found[0] if found else None
 
+    def event(self, event_id: int) -> Event | None:
+        """One event by its id."""
+        with self._lock:
+            r = self._conn.execute("SELECT id, ts, kind, host, run_id, summary, data FROM events WHERE id = ?",
+                                   (event_id,)).fetchone()
+        return None if r is None else Event(r[0], r[1], r[2], r[3], r[4], r[5], self._data(r[0], r[6]))
+
     def first_seen(self, host: str) -> float | None:
         with self._lock:
             row = self._conn.execute("SELECT first_seen FROM hosts_seen WHERE host = ?", (host,)).fetchone()

@@ -11,7 +11,9 @@ from pydantic import Field
 from mcp_server.errors import InputError
 from mcp_server.run.jobs.rundir import declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
-from mcp_server.verify.artifacts.verifier import VerifyRequest, VerifyResult, verify_artifacts
+from mcp_server.verify.artifacts.cells import CellSpec
+from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
+from mcp_server.verify.artifacts.verifier import verify_artifacts
 
 HostArg = Annotated[str, Field(description='the box: "local", an inventory name, an ssh alias or user@host[:port]')]
 RootArg = Annotated[str | None, Field(
@@ -26,6 +28,19 @@ BudgetArg = Annotated[float, Field(
     description="return before this many seconds with done=false; call again to continue", ge=2, le=55)]
 AllowPickleArg = Annotated[bool, Field(
     description="load checkpoints that need unsafe pickle (only for files you trust)")]
+ExpectKeysArg = Annotated[list[str] | None, Field(
+    description="keys every checkpoint must hold (e.g. 'model' or a state_dict prefix)", max_length=50)]
+CellsArg = Annotated[CellSpec | None, Field(
+    description="a sweep's cells: fails unless `expect` dirs match `glob`, each holding `files` (pulled too); "
+    "returns a per-cell metric table")]
+PackArg = Annotated[bool, Field(
+    description="pack a directory of many small files into one deterministic tar on the box, pull and hash it "
+    "once, unpack and verify each member")]
+AcceptFromArg = Annotated[str | None, Field(
+    description="accept mode: the producer host; `host` (another machine) re-hashes its copy of the verified "
+    "bundle at `root` against the producer's manifest")]
+CompareWithArg = Annotated[int | None, Field(
+    description="accept mode: an earlier acceptance id to compare with, file by file (needs another machine)")]
 
 
 def register(server: MCPServer) -> None:
@@ -39,6 +54,11 @@ def register(server: MCPServer) -> None:
         dest: DestArg = None,
         budget_s: BudgetArg = 35.0,
         allow_pickle: AllowPickleArg = False,
+        expect_keys: ExpectKeysArg = None,
+        cells: CellsArg = None,
+        pack: PackArg = False,
+        accept_from: AcceptFromArg = None,
+        compare_with: CompareWithArg = None,
     ) -> VerifyResult:
         """Pull results off the box and prove every byte: roster, on-box SHA-256 manifest, resumable pull, load checks.
 
@@ -46,23 +66,26 @@ def register(server: MCPServer) -> None:
         parallel), pulls resumably with the hash computed while receiving, checks each file by
         type (safetensors offsets, torch weights-only load, json/csv/npz/parquet), writes a
         local PULL_VERIFIED.json and records it in the ledger. Returns within budget_s with
-        done=false when more remains. Teardown trusts only this. See
+        done=false when more remains. Teardown trusts only this. With accept_from, a second
+        machine accepts the producer's bundle instead (ACCEPTED.json, ledger `acceptance`). See
         references://run-remote/principles#iron-law and references://run-remote/artifact-layout.
         """
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
             box = await app.pool.host(spec)
-            if run_id and (root is None or roster is None):
+            producer = app.pool.spec(accept_from).name if accept_from else None
+            if run_id and not producer and (root is None or (roster is None and cells is None)):
                 outputs = await declared_outputs(box, spec.durable_root, run_id)
                 root, roster = root or outputs.root, roster or outputs.patterns
-            if not root or not roster:
-                raise InputError("give root and roster, or the run_id of a run that declared outputs")
+            if not root or not (roster or cells or producer):
+                raise InputError("give root and roster (or cells), or the run_id of a run that declared outputs")
 
             async def progress(done: int, total: int, path: str) -> None:
                 await ctx.report_progress(done, total, f"pulling {path}")
 
-            req = VerifyRequest(root=root, roster=roster, run_id=run_id, dest=dest, budget_s=budget_s,
-                                allow_pickle=allow_pickle)
+            req = VerifyRequest(root=root, roster=roster or [], run_id=run_id, dest=dest, budget_s=budget_s,
+                                allow_pickle=allow_pickle, expect_keys=expect_keys, cells=cells, pack=pack,
+                                accept_from=producer, compare_with=compare_with)
             return await verify_artifacts(box, spec, req, pulls_dir=app.settings.pulls_dir, ledger=app.ledger,
                                           progress=progress)

@@ -88,7 +88,18 @@ def g2(runs: HostRuns, verifs: Verifications, needed: bool) -> tuple[Gate, list[
 
 
 def _g2_fail(verifs: Verifications, why: str) -> Gate:
-    return Gate(id="G2", name=G2_NAME, state="fail", evidence=why + _unreadable(verifs))
+    return Gate(id="G2", name=G2_NAME, state="fail", evidence=why + _latest_failure(verifs) + _unreadable(verifs))
+
+
+def _latest_failure(verifs: Verifications) -> str:
+    """When the newest verification failed, what failed in it: the reason a retry must fix."""
+    if not verifs.valid or verifs.valid[0].record.passed:
+        return ""
+    latest = verifs.valid[0]
+    blocking = [f for f in latest.record.findings if f.blocking]
+    named = "; ".join(f"{f.path} ({f.kind}: {f.message[:120]})" for f in blocking[:MAX_LISTED])
+    more = f" (+{len(blocking) - MAX_LISTED} more)" if len(blocking) > MAX_LISTED else ""
+    return f"; the latest verification (event #{latest.event_id}) FAILED: {named or 'no files'}{more}"
 
 
 def _unreadable(verifs: Verifications) -> str:

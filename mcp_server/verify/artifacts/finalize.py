@@ -60,8 +60,11 @@ def _local_set(dest: Path) -> set[str]:
 def _record(host_name: str, run_id: str | None, state: PullState, dest: Path) -> VerificationRecord:
     files = state.manifest_files()
     listing, manifest = state.listing, state.manifest
+    if state.producer is None or state.verifier is None:
+        raise RuntimeError("a verification is judged only once both machines are known")
     return VerificationRecord(
-        schema_=VERIFIED_SCHEMA, host=host_name, root=state.root, run_id=run_id,
+        schema_=VERIFIED_SCHEMA, host=host_name, producer=state.producer, verifier=state.verifier,
+        root=state.root, run_id=run_id,
         abs_root=listing.abs_root if listing else None,
         roster=state.roster, dest=str(dest), manifest=manifest.name if manifest else None,
         manifest_sha256=manifest.sha256 if manifest else None,

@@ -1,16 +1,25 @@
 """The resumable pull: each manifest file streams into <dest>/.rgt-pull/partial/<path>,
 hashed while it is received; a finished file whose size and SHA-256 match the manifest is
 moved into place. A partial file resumes where it stopped; a verified file is never sent
-again (its size and mtime are recorded). Stops cleanly at the call's deadline."""
+again (its size and mtime are recorded). Stops cleanly at the call's deadline.
+
+A packed pull moves the small files as one deterministic tar built and hashed on the box
+(tar_box.py), received the same way (resumable, hashed while received), then unpacked member
+by member, each checked against the manifest before it is moved into place (tar_local.py).
+Its progress is kept in <dest>/.rgt-pull/packed.json, so a later call resumes the transfer
+rather than packing again."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import queue
+import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -18,9 +27,26 @@ from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import ManifestFile
 from mcp_server.verify.artifacts.roster import RosterFinding
 from mcp_server.verify.artifacts.state import PulledFile, PullState, save_state, state_dir
+from mcp_server.verify.artifacts.tar_box import PackDone, PackerChoice, clean_pack, poll_pack, start_pack
+from mcp_server.verify.artifacts.tar_local import (
+    PackedTransfer,
+    Received,
+    drop_packed,
+    forget_packed,
+    load_packed,
+    local_tar,
+    members,
+    prune_tars,
+    save_packed,
+)
 
 CHUNK = 1024 * 1024
+# Larger files are pulled on their own even in a packed pull: per-file overhead no longer
+# matters for them, and packing them would double their footprint on the box's disk.
+PACK_MAX_FILE = 16 * 1024 * 1024
 Progress = Callable[[int, int, str], Awaitable[None]]
+Outcome = Literal["next", "done", "stopped", "failed", "lost"]
+log = logging.getLogger(__name__)
 
 
 def _hash_prefix(path: Path, h: hashlib._Hash) -> int:
@@ -52,9 +78,13 @@ class Puller:
         self.deadline, self.progress = deadline, progress
         self.transferred = 0
         self.findings: list[RosterFinding] = []
+        self.packer: PackerChoice = "auto"  # GNU tar when the box has it, else Python; tests pin one
 
-    async def run(self, files: list[ManifestFile]) -> bool:
-        """Pull what is missing; True when every file is done (verified or failed)."""
+    async def run(self, files: list[ManifestFile], packed: bool = False) -> bool:
+        """Pull what is missing; True when every file is done (verified or failed). `packed`:
+        the small files travel as one tar packed on the box, the rest one by one."""
+        if packed and not await self._packed(files):
+            return False
         total = sum(f.bytes for f in files)
         done_bytes = sum(f.bytes for f in files if self._status(f) == "done")
         for mf in files:
@@ -86,10 +116,21 @@ class Puller:
 
     async def _one(self, mf: ManifestFile, done_bytes: int, total: int) -> bool:
         partial = state_dir(self.dest) / "partial" / mf.path
+        finished, size, digest = await self._stream(f"{self.abs_root}/{mf.path}", partial, mf.bytes,
+                                                    done_bytes, total, mf.path)
+        if not finished:
+            return False
+        self._finish(mf, partial, size, digest)
+        return True
+
+    async def _stream(self, remote: str, partial: Path, size: int, done_bytes: int, total: int,
+                      label: str) -> tuple[bool, int, str]:
+        """Receive `remote` into `partial` (resuming what is there), hashing while it arrives:
+        (finished, bytes held, sha256 of them); not finished when the deadline stopped it."""
         partial.parent.mkdir(parents=True, exist_ok=True)
         h = hashlib.sha256()
         offset = partial.stat().st_size if partial.exists() else 0
-        if offset > mf.bytes:
+        if offset > size:
             partial.unlink()
             offset = 0
         if offset:
@@ -100,16 +141,16 @@ class Puller:
             writer = asyncio.ensure_future(asyncio.to_thread(_drain, q, out, h))
             pos, stopped = offset, False
             try:
-                async for chunk in self.host.read_stream(f"{self.abs_root}/{mf.path}", offset, CHUNK):
-                    chunk = chunk[: max(0, mf.bytes - pos)]
+                async for chunk in self.host.read_stream(remote, offset, CHUNK):
+                    chunk = chunk[: max(0, size - pos)]
                     while q.full():
                         await asyncio.sleep(0.001)
                     q.put_nowait(chunk)
                     pos += len(chunk)
                     self.transferred += len(chunk)
                     if self.progress:
-                        await self.progress(done_bytes + pos, total, mf.path)
-                    if pos >= mf.bytes:
+                        await self.progress(done_bytes + pos, total, label)
+                    if pos >= size:
                         break
                     if time.monotonic() > self.deadline:
                         stopped = True
@@ -119,12 +160,14 @@ class Puller:
                 await writer
                 out.flush()
                 os.fsync(out.fileno())
-        if stopped:
-            return False
-        self._finish(mf, partial, pos, h.hexdigest())
-        return True
+        return not stopped, pos, h.hexdigest()
 
     def _finish(self, mf: ManifestFile, partial: Path, size: int, digest: str) -> None:
+        self._settle(mf, partial, size, digest)
+        save_state(self.dest, self.state)
+
+    def _settle(self, mf: ManifestFile, partial: Path, size: int, digest: str) -> None:
+        """Move a received file into place when it matches the manifest; else name it and drop it."""
         if size != mf.bytes or digest != mf.sha256:
             kind: Literal["size_mismatch", "hash_mismatch"] = "size_mismatch" if size != mf.bytes else "hash_mismatch"
             self.findings.append(RosterFinding(
@@ -141,7 +184,153 @@ class Puller:
             os.replace(partial, final)
             self.state.files[mf.path] = PulledFile(status="done", sha256=digest, size=size,
                                                    mtime=final.stat().st_mtime)
+
+    # The packed pull: pack on the box -> pull the tar -> unpack and verify each member. Each
+    # step advances the transfer's phase ("next") or says why it cannot: the deadline stopped it,
+    # packing failed (the per-file loop in run() then takes the files), or the pack was lost.
+
+    async def _packed(self, files: list[ManifestFile]) -> bool:
+        """False when the deadline stopped it; True when run() may go on with the per-file loop."""
+        small = [mf for mf in files if mf.bytes <= PACK_MAX_FILE and self._status(mf) != "done"]
+        if len(small) < 2:
+            return True
+        pt = load_packed(self.dest)
+        if pt is not None and not pt.covers(small):
+            await self._drop(pt)
+            pt = None
+        for _ in range(2):  # a pack lost on the box (or locally) is built again, once per call
+            pt = pt or await self._start_pack(small)
+            if pt is None:
+                return True
+            outcome = await self._advance(pt, small)
+            if outcome == "stopped":
+                return False
+            if outcome != "lost":
+                return True
+            pt = None
+        return True
+
+    async def _advance(self, pt: PackedTransfer, small: list[ManifestFile]) -> Outcome:
+        outcome: Outcome = "next"
+        while outcome == "next":
+            if pt.phase == "packing":
+                outcome = await self._await_pack(pt)
+            elif pt.phase == "pulling":
+                outcome = await self._pull_tar(pt)
+            else:
+                outcome = await self._unpack(pt, small)
+        return outcome
+
+    async def _start_pack(self, small: list[ManifestFile]) -> PackedTransfer | None:
+        job = secrets.token_hex(6)
+        names = sorted(mf.path for mf in small)
+        started = await start_pack(self.host, self.abs_root, job, names, self.packer)
+        if started is None:
+            self._note("the box has no packer (GNU tar 1.28+ or python3) or no writable directory for the tar: "
+                       "pulled file by file")
+            return None
+        pt = PackedTransfer(job=job, phase="packing", files={mf.path: mf.sha256 for mf in small},
+                            box_dir=started.box_dir, packer=started.packer)
+        save_packed(self.dest, pt)
+        return pt
+
+    async def _await_pack(self, pt: PackedTransfer) -> Outcome:
+        pause = 0.05
+        while not isinstance(got := await poll_pack(self.host, pt.box_dir), PackDone):
+            if got != "packing":
+                await self._drop(pt, keep_tar=True)
+                return "lost"
+            if time.monotonic() > self.deadline:
+                return "stopped"
+            await asyncio.sleep(pause)
+            pause = min(0.25, pause * 2)
+        if not got.usable:
+            self._note(f"packing failed on the box (exit {got.rc}: {got.err[-300:]}): pulled file by file")
+            await self._drop(pt)
+            return "failed"
+        pt.phase, pt.tar_sha256, pt.tar_bytes, pt.pack_err = "pulling", got.sha256, got.size, got.err[-2000:]
+        prune_tars(self.dest, keep=local_tar(self.dest, got.sha256))
+        save_packed(self.dest, pt)
+        return "next"
+
+    async def _pull_tar(self, pt: PackedTransfer) -> Outcome:
+        if pt.tar_sha256 is None or pt.tar_bytes is None:
+            raise RuntimeError("a packed transfer in phase pulling has no tar digest")
+        remote = f"{pt.box_dir}/pack.tar"
+        found = await self.host.stat(remote)
+        if found is None or found.size != pt.tar_bytes:
+            await self._drop(pt, keep_tar=True)
+            return "lost"
+        local = local_tar(self.dest, pt.tar_sha256)
+        finished, _, digest = await self._stream(remote, local, pt.tar_bytes, 0, pt.tar_bytes,
+                                                 f"pack of {len(pt.files)} files")
+        if not finished:
+            return "stopped"
+        if digest != pt.tar_sha256:
+            self._note(f"the pack received differs from the one hashed on the box (sha256 {digest}, expected "
+                       f"{pt.tar_sha256}): packing again")
+            await self._drop(pt)
+            return "lost"
+        await clean_pack(self.host, pt.box_dir)
+        pt.phase = "unpacking"
+        save_packed(self.dest, pt)
+        return "next"
+
+    async def _unpack(self, pt: PackedTransfer, small: list[ManifestFile]) -> Outcome:
+        tar = local_tar(self.dest, pt.tar_sha256 or "")
+        if not tar.exists():
+            await self._drop(pt)
+            return "lost"
+        wanted = {mf.path: mf for mf in small}
+        complete = await asyncio.to_thread(self._unpack_members, tar, pt, wanted)
+        # The files must be durable before the state says they are in place.
+        await asyncio.to_thread(os.sync)
         save_state(self.dest, self.state)
+        if not complete:
+            return "stopped"
+        drop_packed(self.dest)
+        return "done"
+
+    def _unpack_members(self, tar: Path, pt: PackedTransfer, wanted: dict[str, ManifestFile]) -> bool:
+        """Settle every wanted member (runs in a thread); False when the deadline stopped it
+        (at least one member is settled per call, so a short budget still makes progress)."""
+        staging = state_dir(self.dest) / "partial"
+        got: set[str] = set()
+        with closing(members(tar, set(pt.files), wanted, staging)) as events:
+            for event in events:
+                if isinstance(event, Received):
+                    self._settle(event.mf, event.staged, event.size, event.sha256)
+                    got.add(event.mf.path)
+                else:
+                    self.findings.append(RosterFinding(path=event.name, kind=event.kind, message=event.why))
+                    if event.name in wanted and event.name not in got:
+                        self._fail(wanted[event.name])
+                        got.add(event.name)
+                if got and time.monotonic() > self.deadline:
+                    return False
+        why = f": the packer on the box reported {pt.pack_err[-300:].strip()!r}" if pt.pack_err.strip() else ""
+        for path in sorted(set(wanted) - got):
+            self.findings.append(RosterFinding(
+                path=path, kind="missing", message=f"absent from the pack built on the box{why}: it was deleted or "
+                                                   "became unreadable after it was hashed"))
+            self._fail(wanted[path])
+        return True
+
+    def _fail(self, mf: ManifestFile) -> None:
+        self.state.files[mf.path] = PulledFile(status="failed", round=self.state.round, sha256="", size=0)
+
+    def _note(self, message: str) -> None:
+        log.warning("%s", message)
+        self.findings.append(RosterFinding(path="(pack)", kind="pack", blocking=False, message=message))
+
+    async def _drop(self, pt: PackedTransfer, keep_tar: bool = False) -> None:
+        """Forget a packed transfer and its job on the box; `keep_tar` keeps the tar received so far
+        (a re-pack of the same files gives the same bytes, so it resumes)."""
+        await clean_pack(self.host, pt.box_dir)
+        if keep_tar:
+            forget_packed(self.dest)
+        else:
+            drop_packed(self.dest)
 
 
 def _drain(q: queue.Queue[bytes | None], out: BinaryIO, h: hashlib._Hash) -> None:

@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_server.ledger import Event
 from mcp_server.verify.artifacts.checks import FileVerdict
+from mcp_server.verify.artifacts.identity import HostIdentity
 from mcp_server.verify.artifacts.roster import RosterFinding
 
-VerifiedSchema = Literal["remote-gpu-trainer/PULL-VERIFIED/v3"]
-VERIFIED_SCHEMA: VerifiedSchema = "remote-gpu-trainer/PULL-VERIFIED/v3"
+VerifiedSchema = Literal["remote-gpu-trainer/PULL-VERIFIED/v4"]
+VERIFIED_SCHEMA: VerifiedSchema = "remote-gpu-trainer/PULL-VERIFIED/v4"
 MAX_ERRORS_SHOWN = 3
 
 
@@ -33,6 +34,8 @@ class VerificationRecord(BaseModel):
 
     schema_: VerifiedSchema = Field(alias="schema", description="required: a record without it is not one of ours")
     host: str
+    producer: HostIdentity = Field(description="the machine that holds the results, as it reported itself")
+    verifier: HostIdentity = Field(description="the machine that pulled and checked them (this server's)")
     root: str = Field(description="the result root as the call named it")
     abs_root: str | None = Field(description="the root's physical path on the box (None: never listed)")
     run_id: str | None

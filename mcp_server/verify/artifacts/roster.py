@@ -13,13 +13,13 @@ from mcp_server.errors import InputError
 from mcp_server.globs import glob_regex
 
 # Our own bookkeeping next to the data; never part of a roster match or an "extra".
-OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json)$|(?:^|/)\.rgt-")
+OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json|ACCEPTED\.json)$|(?:^|/)\.rgt-")
 
 
 class RosterFinding(BaseModel):
     path: str
-    kind: str = Field(description="missing | extra | symlink | unsafe_name | changed | size_mismatch | "
-                                  "hash_mismatch | load_error | unsafe_pickle | non_finite | empty | unchecked")
+    kind: str = Field(description="e.g. missing, extra, changed, local_changed, hash_mismatch, empty, load_error, "
+                                  "non_finite, missing_key, unsafe_pickle, check_error, incomplete_cell, missing_cells")
     message: str
     expected: str | None = None
     actual: str | None = None

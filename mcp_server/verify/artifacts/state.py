@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_server.verify.artifacts.cells import Cell
 from mcp_server.verify.artifacts.checks import FileVerdict
+from mcp_server.verify.artifacts.identity import HostIdentity
 from mcp_server.verify.artifacts.manifest import Manifest, ManifestFile
 from mcp_server.verify.artifacts.roster import RosterFinding
 
@@ -73,6 +76,9 @@ class PullState(BaseModel):
     checks: dict[str, FileVerdict] = Field(default_factory=dict)
     findings: list[RosterFinding] = Field(default_factory=list)
     listing: Listing | None = None
+    producer: HostIdentity | None = Field(default=None, description="the box, as it reported itself at the listing")
+    verifier: HostIdentity | None = Field(default=None, description="this machine, at the listing")
+    cells: list[Cell] | None = Field(default=None, description="the cells found at the listing, when expected")
     manifest: PulledManifest | None = None
     passed: bool | None = None
     verified_path: str | None = None
@@ -88,6 +94,12 @@ class PullState(BaseModel):
 
     def manifest_files(self) -> list[ManifestFile]:
         return self.manifest.content.files if self.manifest is not None else []
+
+
+def default_dest(base: Path, host: str, run_id: str | None, root: str) -> Path:
+    """<base>/<host>/<run id, else the root as one name>: where a local copy or record goes by default."""
+    tail = run_id or re.sub(r"[^A-Za-z0-9._-]+", "_", root.strip("/~")) or "root"
+    return base / re.sub(r"[^A-Za-z0-9._-]+", "_", host) / tail
 
 
 def state_dir(dest: Path) -> Path:

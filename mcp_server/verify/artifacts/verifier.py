@@ -12,19 +12,18 @@ A finished verification followed by another call starts a new round (a new manif
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.knowledge import reference_uri
 from mcp_server.ledger import Ledger
-from mcp_server.verify.artifacts.checks import FileVerdict, check_file
+from mcp_server.verify.artifacts.acceptance import accept
+from mcp_server.verify.artifacts.cells import CellsReport, find_cells, judge, with_metrics
+from mcp_server.verify.artifacts.checks import check_file
 from mcp_server.verify.artifacts.finalize import finalize
+from mcp_server.verify.artifacts.identity import read_identity, this_machine
 from mcp_server.verify.artifacts.manifest import (
     build_manifest,
     list_root,
@@ -34,72 +33,45 @@ from mcp_server.verify.artifacts.manifest import (
     write_manifest,
 )
 from mcp_server.verify.artifacts.pull import Progress, Puller
+from mcp_server.verify.artifacts.request import MAX_LISTED, VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.roster import OWN_FILES, RosterFinding, check_pattern, resolve
 from mcp_server.verify.artifacts.state import (
     ListedFile,
     Listing,
     PulledManifest,
     PullState,
+    default_dest,
     load_state,
     save_state,
 )
+from mcp_server.verify.artifacts.tamper import local_changes
 
+__all__ = ["VerifyRequest", "VerifyResult", "default_dest", "verify_artifacts"]
 MARGIN_S = 3.0
-MAX_LISTED = 200
-
-
-class VerifyRequest(BaseModel):
-    root: str
-    roster: list[str]
-    run_id: str | None = None
-    dest: str | None = None
-    budget_s: float = Field(default=35.0, ge=2, le=55)
-    allow_pickle: bool = False
-
-
-class VerifyResult(BaseModel):
-    host: str
-    root: str
-    dest: str
-    done: bool = Field(description="false: call again to continue (nothing is lost or re-sent)")
-    phase: str
-    passed: bool | None = Field(description="set when done: every roster file present, bytes and hash match, loads")
-    manifest: str | None = Field(default=None, description="manifest path on the box")
-    manifest_sha256: str | None = None
-    verified_path: str | None = Field(default=None, description="local PULL_VERIFIED.json")
-    files_total: int = 0
-    files_done: int = 0
-    bytes_total: int = 0
-    bytes_done: int = 0
-    bytes_transferred: int = Field(default=0, description="bytes received during this call")
-    remaining: list[str] = Field(default_factory=list, description="first files still to pull or check")
-    findings: list[RosterFinding] = Field(default_factory=list)
-    verdicts: list[FileVerdict] = Field(default_factory=list, description="structural check per file (first 200)")
-    next_step: str
-    route: str = reference_uri("run-remote/principles", "iron-law")
-
-
-def default_dest(pulls: Path, host: str, run_id: str | None, root: str) -> Path:
-    tail = run_id or re.sub(r"[^A-Za-z0-9._-]+", "_", root.strip("/~")) or "root"
-    return pulls / re.sub(r"[^A-Za-z0-9._-]+", "_", host) / tail
 
 
 def _new_round(old: PullState | None, req: VerifyRequest, host: str) -> PullState:
     """A new round keeps what earlier rounds verified (never re-sent while it is untouched)."""
     return PullState(round=(old.round if old else 0) + 1, phase="listing", host=host, root=req.root,
-                     roster=req.roster, run_id=req.run_id, files=old.files if old else {})
+                     roster=req.patterns(), run_id=req.run_id, files=old.files if old else {})
 
 
 async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pulls_dir: Path,
                            ledger: Ledger | None, progress: Progress | None = None) -> VerifyResult:
+    """Verify the box's results into a local copy; with `accept_from`, accept a producer's bundle instead."""
+    if req.accept_from is not None:
+        return await accept(host, spec, req, base=pulls_dir.with_name("acceptances"), ledger=ledger)
+    if req.compare_with is not None:
+        raise InputError("compare_with compares acceptances: pass it with accept_from")
     for p in req.roster:
         check_pattern(p)
-    if not req.roster:
-        raise InputError("the roster is empty: name the files that must exist", expected="['best.pth', 'metrics.json']")
+    if not req.patterns():
+        raise InputError("the roster is empty: name the files that must exist (or the cells expected)",
+                         expected="['best.pth', 'metrics.json']")
     deadline = time.monotonic() + req.budget_s - min(MARGIN_S, 0.25 * req.budget_s)
     dest = Path(req.dest).expanduser() if req.dest else default_dest(pulls_dir, spec.name, req.run_id, req.root)
     state = load_state(dest)
-    if state is None or state.phase == "verified" or state.root != req.root or state.roster != req.roster:
+    if state is None or state.phase == "verified" or state.root != req.root or state.roster != req.patterns():
         state = _new_round(state, req, spec.name)
     steps = {"listing": _listing, "hashing": _hashing, "pulling": _pulling, "checking": _checking}
     transferred = 0
@@ -107,6 +79,10 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
         transferred += await steps[state.phase](host, spec, req, state, dest, deadline, progress)
         save_state(dest, state)
     if state.phase == "finalize":
+        if state.producer is None or state.verifier is None:  # a round begun by an older version
+            state.producer, state.verifier = await asyncio.gather(read_identity(host), this_machine())
+        if req.cells is not None:
+            state.findings += judge(req.cells, state.cells or [])[1]
         finalize(spec.name, req.run_id, state, dest, ledger)
         save_state(dest, state)
     return _result(spec, req, state, dest, transferred)
@@ -114,13 +90,18 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
 
 async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, deadline: float,
                    progress: Progress | None) -> int:
-    facts, entries = await list_root(host, req.root)
-    res = resolve(req.roster, entries)
+    """List the root, learn who holds it and who checks it, and name local tamper: all at once."""
+    (facts, entries), state.producer, state.verifier, tampered = await asyncio.gather(
+        list_root(host, req.root), read_identity(host), this_machine(),
+        asyncio.to_thread(local_changes, dest, state.files))
+    res = resolve(state.roster, entries)
     state.listing = Listing(
         abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher,
         newest_mtime=max((e.mtime for e in entries if not OWN_FILES.search(e.path)), default=0.0),
         files={e.path: ListedFile(size=e.size, mtime=e.mtime) for e in res.files})
-    state.findings = list(res.findings)
+    state.findings = tampered + res.findings
+    if req.cells is not None:
+        state.cells = find_cells(req.cells, entries)
     if not res.files:
         state.phase = "finalize"
         return 0
@@ -176,7 +157,7 @@ def _manifest_rows(state: PullState, listing: Listing, got: dict[str, tuple[int 
 async def _pulling(host: Host, spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, deadline: float,
                    progress: Progress | None) -> int:
     puller = Puller(host, state.listed().abs_root, dest, state, deadline, progress)
-    complete = await puller.run(state.manifest_files())
+    complete = await puller.run(state.manifest_files(), packed=req.pack)
     state.findings += puller.findings
     if complete:
         state.phase = "checking"
@@ -190,7 +171,8 @@ async def _checking(host: Host, spec: HostSpec, req: VerifyRequest, state: PullS
             continue
         if time.monotonic() > deadline:
             return 0
-        state.checks[mf.path] = await asyncio.to_thread(check_file, dest / mf.path, mf.path, req.allow_pickle)
+        state.checks[mf.path] = await asyncio.to_thread(check_file, dest / mf.path, mf.path, req.allow_pickle,
+                                                        expect_keys=req.expect_keys)
     state.phase = "finalize"
     return 0
 
@@ -198,8 +180,9 @@ async def _checking(host: Host, spec: HostSpec, req: VerifyRequest, state: PullS
 def _result(spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, transferred: int) -> VerifyResult:
     files = state.manifest_files()
     done_files = [mf for mf in files if state.is_done(mf.path)]
+    done_paths = {mf.path for mf in done_files}
     verified = state.phase == "verified"
-    pending = [mf.path for mf in files if mf not in done_files or mf.path not in state.checks]
+    pending = [mf.path for mf in files if mf.path not in done_paths or mf.path not in state.checks]
     manifest = state.manifest
     return VerifyResult(
         host=spec.name, root=req.root, dest=str(dest), done=verified, phase=state.phase,
@@ -209,9 +192,16 @@ def _result(spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, tr
         files_total=len(files), files_done=len(done_files), bytes_total=sum(mf.bytes for mf in files),
         bytes_done=sum(mf.bytes for mf in done_files), bytes_transferred=transferred,
         remaining=pending[:MAX_LISTED // 4], findings=state.findings[:MAX_LISTED],
-        verdicts=list(state.checks.values())[:MAX_LISTED],
+        verdicts=list(state.checks.values())[:MAX_LISTED], cells=_cells(req, state),
         next_step=_next_step(verified, state),
     )
+
+
+def _cells(req: VerifyRequest, state: PullState) -> CellsReport | None:
+    if req.cells is None or state.cells is None:
+        return None
+    report, _ = judge(req.cells, state.cells)
+    return with_metrics(report, state.cells, state.checks)
 
 
 def _next_step(verified: bool, state: PullState) -> str:

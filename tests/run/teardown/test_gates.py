@@ -14,7 +14,9 @@ from mcp_server.ledger import Event
 from mcp_server.run.jobs.listing import HostRuns, RunSummary
 from mcp_server.run.jobs.rundir import RunOutputs
 from mcp_server.run.teardown.gates import covers, g2
+from mcp_server.verify.artifacts.identity import HostIdentity
 from mcp_server.verify.artifacts.record import VERIFIED_SCHEMA, VerificationRecord, VerifiedFile, read_verifications
+from mcp_server.verify.artifacts.roster import RosterFinding
 
 ROOT = "/data/results"
 RUNS = HostRuns(host="pod", live=0, missing_on_box=[], runs=[
@@ -23,9 +25,11 @@ RUNS = HostRuns(host="pod", live=0, missing_on_box=[], runs=[
 
 
 def good() -> dict[str, Any]:
+    box = HostIdentity(machine_id="m1", machine_id_source="/etc/machine-id", hostname="pod", host_key="")
+    here = HostIdentity(machine_id="m2", machine_id_source="/etc/machine-id", hostname="laptop", host_key="")
     record = VerificationRecord(
-        schema_=VERIFIED_SCHEMA, host="pod", root=ROOT, abs_root=ROOT, run_id="r1", roster=["metrics.json"],
-        dest="/pulls/pod/r1",
+        schema_=VERIFIED_SCHEMA, host="pod", producer=box, verifier=here, root=ROOT, abs_root=ROOT, run_id="r1",
+        roster=["metrics.json"], dest="/pulls/pod/r1",
         manifest="PULL_MANIFEST.json", manifest_sha256="m" * 64, listed_at=100.0, newest_mtime=99.0,
         verified_at_utc="2030-01-01T00:00:00+00:00", verifier_version="rgt-verify/1", server_version="0",
         passed=True, files={"metrics.json": VerifiedFile(bytes=2, sha256="a" * 64, check=None)}, bytes=2,
@@ -60,6 +64,9 @@ BROKEN = {
     "a file's hash is a number": (lambda d: d["files"]["metrics.json"].update(sha256=1), "files.metrics.json.sha256"),
     "listed_at is a string": (changed(listed_at="100.0"), "listed_at"),
     "an older schema": (changed(schema="remote-gpu-trainer/PULL-VERIFIED/v2"), "schema"),
+    "a v3 record (before machine identities)": (changed(schema="remote-gpu-trainer/PULL-VERIFIED/v3"), "schema"),
+    "producer missing": (without("producer"), "producer: Field required"),
+    "verifier's machine-id is a number": (lambda d: d["verifier"].update(machine_id=7), "verifier.machine_id"),
     "schema missing": (without("schema"), "schema: Field required"),
     "files missing": (without("files"), "files: Field required"),
     "passed missing": (without("passed"), "passed: Field required"),
@@ -97,3 +104,18 @@ def test_a_record_that_failed_or_predates_the_run_end_does_not_cover_it() -> Non
                                       data=good())])
     gate, _ = g2(RUNS, early, needed=True)
     assert gate.state == "fail" and "r1 (succeeded)" in gate.evidence
+
+
+def test_when_the_latest_verification_failed_g2_says_which_files_failed_and_why() -> None:
+    failed = good()
+    failed["passed"] = False
+    failed["findings"] = [
+        RosterFinding(path="best.pth", kind="load_error", message="zip central directory missing: truncated")
+        .model_dump(mode="json"),
+        RosterFinding(path="stray.log", kind="extra", blocking=False, message="not in the roster")
+        .model_dump(mode="json")]
+    gate, _ = g2(RUNS, read_verifications([event(failed, event_id=8)]), needed=True)
+    assert gate.state == "fail"
+    assert "the latest verification (event #8) FAILED: best.pth (load_error: zip central directory missing" in \
+        gate.evidence
+    assert "stray.log" not in gate.evidence

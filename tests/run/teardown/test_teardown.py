@@ -16,6 +16,7 @@ from mcp_server.ledger import Ledger
 from tests.conftest import error_text, structured
 from tests.support.platforms import Double, fake_cli
 from tests.support.wait import until
+from tests.verify.artifacts.pulls import until_done, write_checkpoint
 
 KEY = "rp_live_" + "7Q2wXk9" * 3
 
@@ -90,6 +91,22 @@ async def test_teardown_succeeds_after_a_real_verified_pull_and_the_ledger_shows
     kinds = [e.kind for e in reversed(Ledger.open(env.home / "ledger.sqlite").events(host="pod"))]
     tail = [k for k in kinds if k.startswith("teardown")]
     assert tail == ["teardown_plan", "teardown_confirm", "teardown_outcome"]
+
+
+async def test_a_pull_holding_a_truncated_checkpoint_leaves_the_plan_not_ready(rig, client) -> None:
+    results = rig["results"]
+    write_checkpoint(results / "good.pth")
+    whole = (results / "good.pth").read_bytes()
+    (results / "best.pth").write_bytes(whole[: len(whole) // 2])  # a save cut off mid-write: no zip directory
+    r = await until_done(client, host="pod", root=str(results), roster=["metrics.json", "*.pth"])
+    assert r["passed"] is False
+    bad = {f["path"] for f in r["findings"] if f["blocking"]}
+    assert bad == {"best.pth"}, r["findings"]
+    assert not json.loads(Path(r["verified_path"]).read_text())["passed"]
+    p = await plan_of(client)
+    assert p["ready"] is False and p["token"] is None
+    g2 = next(g for g in p["gates"] if g["id"] == "G2")
+    assert g2["state"] == "fail" and "FAILED: best.pth" in g2["evidence"], g2
 
 
 async def test_a_live_run_blocks_the_plan_and_a_confirm(rig, client) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
-import zipfile
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import Caller, structured
+from tests.support.checkpoints import torch_zip
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -28,17 +28,14 @@ async def until_done(client: Caller, **args: Any) -> dict[str, Any]:
 
 
 def write_checkpoint(path: Path) -> None:
-    """A small PyTorch checkpoint: the real thing when torch is installed, else a zip with the
-    same layout (what the structural checks read when torch is absent)."""
+    """A small PyTorch checkpoint: torch.save's own when torch is installed, else the same zip
+    format written byte by byte (what the structural checks read when torch is absent)."""
     if HAS_TORCH:
         import torch
 
         torch.save({"model_state_dict": {"w": torch.ones(3, 3)}, "epoch": 7}, path)
         return
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(f"{path.stem}/data.pkl", b"\x80\x02}q\x00.")
-        z.writestr(f"{path.stem}/data/0", b"\x00" * 36)
-        z.writestr(f"{path.stem}/version", b"3\n")
+    path.write_bytes(torch_zip({"w": [1.0] * 9}, wrap="model_state_dict", name=path.stem))
 
 
 def safetensors(tensors: dict[str, tuple[bytes, list[int]]], lie: int = 0) -> bytes:

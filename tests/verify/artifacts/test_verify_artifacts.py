@@ -87,8 +87,8 @@ async def test_a_locally_truncated_file_is_caught_and_pulled_again(results, clie
     with local.open("r+b") as f:
         f.truncate(10)
     again = await until_done(client, root=str(results), roster=["seed1/*"])
-    changed = [f for f in again["findings"] if f["kind"] == "changed"]
-    assert [f["path"] for f in changed] == ["seed1/best.pth"]
+    changed = [f for f in again["findings"] if f["kind"] == "local_changed"]
+    assert [f["path"] for f in changed] == ["seed1/best.pth"] and "size differs" in changed[0]["message"]
     assert again["passed"] and local.read_bytes() == (results / "seed1" / "best.pth").read_bytes()
     assert again["bytes_transferred"] == local.stat().st_size, "only the damaged file travels again"
     assert again["manifest"].endswith("PULL_MANIFEST.2.json"), "a new round never overwrites the first manifest"
@@ -166,3 +166,16 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+async def test_pack_pulls_a_directory_of_small_files_through_the_tool_and_verifies_each(results, client) -> None:
+    small = results / "samples"
+    small.mkdir()
+    for i in range(300):
+        (small / f"{i:04d}.json").write_text(json.dumps({"i": i}))
+    r = await until_done(client, root=str(results), roster=["samples/*.json", "train.csv"], pack=True)
+    assert r["passed"] is True, r["findings"]
+    assert r["files_total"] == r["files_done"] == 301
+    dest = Path(r["dest"])
+    assert all((dest / "samples" / f"{i:04d}.json").read_text() == json.dumps({"i": i}) for i in range(300))
+    assert sum(v["ok"] for v in r["verdicts"]) == 200  # the first 200 verdicts come back; all pass
