@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
-from scipy import stats as sps
 
 from mcp_server.errors import InputError
+
+
+def sps() -> ModuleType:
+    """scipy.stats, imported on first use: importing it costs about a second, and a server that
+    only lists tools or searches the references never needs it."""
+    from scipy import stats
+
+    module: ModuleType = stats
+    return module
 
 Direction = Literal["higher", "lower"]
 
@@ -63,7 +72,7 @@ def iqm(values: Sequence[float] | np.ndarray) -> float | None:
     arr = as_array(values)
     if arr.size < 5:
         return None
-    return float(sps.trim_mean(arr, 0.25))
+    return float(sps().trim_mean(arr, 0.25))
 
 
 def summarize(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> SampleSummary:
@@ -75,7 +84,7 @@ def summarize(values: Sequence[float] | np.ndarray, confidence: float = 0.95) ->
     if n >= 2:
         std = float(arr.std(ddof=1))
         sem = std / math.sqrt(n)
-        half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * sem
+        half = float(sps().t.ppf(0.5 + confidence / 2, n - 1)) * sem
         out = out.model_copy(update={"std": std, "sem": sem, "ci_low": out.mean - half,
                                      "ci_high": out.mean + half})
     return out
@@ -118,7 +127,7 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
     if x.var(ddof=1) == 0 and y.var(ddof=1) == 0:
         return base.model_copy(update={
             "reason": "both arms have zero variance: the seeds may not differ (check VP15)"})
-    res = sps.ttest_ind(x, y, equal_var=False)
+    res = sps().ttest_ind(x, y, equal_var=False)
     ci = res.confidence_interval(confidence)
     return base.model_copy(update={
         "t": float(res.statistic), "df": float(res.df), "p": float(res.pvalue),
@@ -160,7 +169,7 @@ def paired_t(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
     if sd == 0:
         return base.model_copy(update={"sd_diff": 0.0,
                                        "reason": "every item differs by the same amount: no variance"})
-    res = sps.ttest_1samp(d, 0.0)
+    res = sps().ttest_1samp(d, 0.0)
     ci = res.confidence_interval(confidence)
     return base.model_copy(update={"sd_diff": sd, "t": float(res.statistic), "df": int(d.size - 1),
                                    "p": float(res.pvalue), "ci_low": float(ci.low),
@@ -190,7 +199,7 @@ def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
         return Bootstrap(n=int(d.size), resamples=0, seed=seed, mean_diff=mean, ci_low=mean,
                          ci_high=mean, frac_le_zero=le, frac_ge_zero=ge)
     batch = max(1, _BOOTSTRAP_BATCH_ELEMENTS // d.size)
-    res = sps.bootstrap((d,), np.mean, n_resamples=resamples, batch=batch, vectorized=True,
+    res = sps().bootstrap((d,), np.mean, n_resamples=resamples, batch=batch, vectorized=True,
                         confidence_level=confidence, method="percentile",
                         rng=np.random.default_rng(seed))
     dist = res.bootstrap_distribution
@@ -222,7 +231,7 @@ def holm(pvalues: Sequence[float], family_size: int | None = None) -> list[float
 
 def t_critical(df: float, alpha: float = 0.05) -> float:
     """Two-sided critical t value, t_{1-alpha/2, df}."""
-    return float(sps.t.ppf(1 - alpha / 2, df))
+    return float(sps().t.ppf(1 - alpha / 2, df))
 
 
 class Mde(BaseModel):
@@ -250,7 +259,7 @@ def mde(sd: float, n: int, n_other: int | None = None, alpha: float = 0.05,
     if n < 1 or other < 1 or df < 1:
         return None
     factor = math.sqrt(1 / n + 1 / other)
-    t_a, t_b = t_critical(df, alpha), float(sps.t.ppf(power, df))
+    t_a, t_b = t_critical(df, alpha), float(sps().t.ppf(power, df))
     return Mde(sd=sd, n=n, n_other=other, df=df, alpha=alpha, power=power, t_alpha=t_a,
                t_power=t_b, mde=t_a * sd * factor, mde_power=(t_a + t_b) * sd * factor)
 
@@ -301,7 +310,7 @@ def single_vs_arm(value: float, arm: Sequence[float] | np.ndarray, direction: Di
     if x.size < 2 or x.std(ddof=1) == 0:
         return out.model_copy(update={"reason": "the arm has no seed spread: no prediction test"})
     t = (value - mean) / (float(x.std(ddof=1)) * math.sqrt(1 + 1 / x.size))
-    p = float(2 * sps.t.sf(abs(t), x.size - 1))
+    p = float(2 * sps().t.sf(abs(t), x.size - 1))
     return out.model_copy(update={"t": float(t), "df": int(x.size - 1), "p": p})
 
 

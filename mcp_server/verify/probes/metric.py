@@ -8,11 +8,11 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as sps
 
 from mcp_server.verify.probes.directions import Direction, direction_of, normalise
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import ProbeFinding, Verdict, next_probe, num
+from mcp_server.verify.stats import sps
 
 CATALOG = ["VP11", "VP9"]
 QUESTION = "Is the metric read the right way round, above its chance floor, and reported to a precision n supports?"
@@ -88,8 +88,8 @@ def _chance_check(inp: MetricSanityInputs, d: Direction, m: dict[str, Any]) -> l
     m.update(chance_kind=kind, chance_floor=num(chance * scale), chance_formula=formula)
     if is_prop and inp.n:
         hits = round(v * inp.n)
-        p_above = sps.binomtest(hits, inp.n, chance, alternative="greater").pvalue
-        p_below = sps.binomtest(hits, inp.n, chance, alternative="less").pvalue
+        p_above = sps().binomtest(hits, inp.n, chance, alternative="greater").pvalue
+        p_below = sps().binomtest(hits, inp.n, chance, alternative="less").pvalue
         m.update(p_above_chance=num(p_above), p_below_chance=num(p_below))
         if p_below < inp.alpha:
             return [("bug", f"{inp.metric} {inp.value} is significantly below chance {num(chance * scale)} "
