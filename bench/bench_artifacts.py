@@ -129,7 +129,7 @@ async def _many_small_files(b: Bench, host, n: int, n_fbf: int) -> None:
     rate(n_fbf, "file by file", t_fbf)
     line(f"pull + verify {n_fbf} small files: file by file vs packed", t_fbf, "s ", t_few, ">= 5x", t_fbf >= 5 * t_few)
     if n_fbf < n:
-        # A lower bound: file by file grows faster than linearly (the state is rewritten per file).
+        # An estimate: file by file costs one round trip per file, so it grows about linearly.
         per_file = t_fbf / n_fbf * n
         line(f"pull + verify {n} small files: file by file (linear est.) vs packed", per_file, "s ", t_packed,
              ">= 5x", per_file >= 5 * t_packed)

@@ -75,8 +75,11 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
         state = _new_round(state, req, spec.name)
     steps = {"listing": _listing, "hashing": _hashing, "pulling": _pulling, "checking": _checking}
     transferred = 0
-    while state.phase in steps and time.monotonic() < deadline:
-        transferred += await steps[state.phase](host, spec, req, state, dest, deadline, progress)
+    try:
+        while state.phase in steps and time.monotonic() < deadline:
+            transferred += await steps[state.phase](host, spec, req, state, dest, deadline, progress)
+            save_state(dest, state)
+    finally:  # a lost connection keeps what was settled before it: those files are never sent again
         save_state(dest, state)
     if state.phase == "finalize":
         if state.producer is None or state.verifier is None:  # a round begun by an older version
