@@ -46,6 +46,7 @@ from mcp_server.errors import RgtError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.files import realpaths, write_file
 from mcp_server.ledger import Ledger
+from mcp_server.progress import Counter, Report
 
 log = logging.getLogger(__name__)
 Mode = Literal["precision", "strict"]
@@ -66,9 +67,10 @@ async def reconcile(
     host: Host, evidence: str, documents: list[str], *, mode: Mode = "precision", do_render: bool = False,
     render_dir: str | None = None, view: Literal["findings", "numbers"] = "findings", offset: int = 0,
     limit: int = DEFAULT_LIMIT, include_matches: bool = False, runs: bool = True, figures: bool = True,
-    ledger: Ledger | None = None,
+    ledger: Ledger | None = None, progress: Report | None = None,
 ) -> ReconcileReport:
-    """Reconcile `documents` (files, directories, globs) against `evidence` on `host`."""
+    """Reconcile `documents` (files, directories, globs) against `evidence` on `host`; `progress`
+    hears each document read (of the total), then the scan."""
     problems = Problems()
     ev_path = await _locate(host, absolute(host, evidence))
     # Resolved once on the box, so every path derived from it is absolute and real (`~/`
@@ -86,7 +88,8 @@ async def reconcile(
         for row in ev.rows:
             derived_disclosures(row)
     paths = await expand(host, root, documents, problems)
-    docs = [d for d in await gather_bounded(paths, lambda p: _read_doc(host, root, p, problems)) if d is not None]
+    read = Counter(progress, len(paths) + 1, "documents read")
+    docs = await _read_docs(host, root, paths, problems, read)
     scan = Scan()
     if ev is not None:
         scan = await asyncio.to_thread(_scan, ev, docs, mode == "strict")
@@ -94,6 +97,7 @@ async def reconcile(
         if figures:
             got, fig_status = await check_figures(host, ev, problems)
             findings += got
+    await read.finished("numbers checked")
     rendered = await _render(host, ev, root, render_dir, problems) if do_render and ev is not None else []
     if include_matches:
         findings += scan.match_findings()
@@ -144,6 +148,18 @@ async def _load(host: Host, path: str, root: str, problems: Problems) -> Evidenc
                 p.next_step = "pass the path of EVIDENCE.json (or of the folder holding it)"
         return None
     return build(loaded[0], path, root, problems)
+
+
+async def _read_docs(host: Host, root: str, paths: list[str], problems: Problems, read: Counter) -> list[Document]:
+    """Every readable document, in order; `read` hears each one finish."""
+
+    async def one(p: str) -> Document | None:
+        try:
+            return await _read_doc(host, root, p, problems)
+        finally:
+            await read.finished(p)
+
+    return [d for d in await gather_bounded(paths, one) if d is not None]
 
 
 async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Document | None:

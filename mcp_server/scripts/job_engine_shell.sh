@@ -11,5 +11,6 @@ rgt_submit() {
   else (printf '%s' "$3" | setsid bash "$1/wrapper.sh" shell >/dev/null 2>&1 &); fi
 }
 
-# rgt_cancel DIR JOB: stop the run's whole process group (job_state.sh's rgt_kill_group).
-rgt_cancel() { rgt_kill_group "$1"; }
+# rgt_cancel DIR JOB FIRST TENTHS: stop the run's whole process group (job_state.sh's
+# rgt_kill_group: FIRST, then TERM, each with TENTHS of grace, then KILL).
+rgt_cancel() { rgt_kill_group "$1" "$3" "$4"; }

@@ -13,5 +13,6 @@ rgt_submit() {
     || { rm -f -- "$f"; echo "RGT-TMUX-FAILED"; exit 1; }
 }
 
-# rgt_cancel DIR SESSION: stop the run's process group, then its session.
-rgt_cancel() { rgt_kill_group "$1"; tmux kill-session -t "$2" 2>/dev/null; return 0; }
+# rgt_cancel DIR SESSION FIRST TENTHS: stop the run's process group (as the shell engine), then
+# its session.
+rgt_cancel() { rgt_kill_group "$1" "$3" "$4"; tmux kill-session -t "$2" 2>/dev/null; return 0; }

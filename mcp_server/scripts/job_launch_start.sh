@@ -4,7 +4,7 @@
 # Needs job_state.sh, job_run_files.sh and an engine library (rgt_submit). Secrets on stdin.
 # $1 base (the absolute .rgt dir)  $2 run id  $3 run name or ""  $4 relaunch a finished name: 0|1
 # $5 probe ticks of 0.2 s  $6 log tail bytes  $7 the engine's name for the job
-# $8 workdir  $9.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec contents (sync_spec "": none)
+# $8 workdir  $9.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec, on_exit.sh contents ("": none)
 set -u
 base=$1 run_id=$2 name=$3 relaunch=$4 ticks=$5 tail_bytes=$6 job=$7
 shift 7

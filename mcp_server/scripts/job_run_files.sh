@@ -1,7 +1,8 @@
 #!/bin/sh
-# Library: rgt_make_run DIR WORKDIR RUN_JSON CMD ENV WRAPPER SYNC creates one run dir with its
-# files (the wrapper contract in rundir.py); each content argument is written byte for byte.
-# SYNC is the sync_spec ("" when the run asked for no copy to the durable root: no file).
+# Library: rgt_make_run DIR WORKDIR RUN_JSON CMD ENV WRAPPER SYNC [ON_EXIT] creates one run dir
+# with its files (the wrapper contract in rundir.py); each content argument is written byte for
+# byte. SYNC is the sync_spec ("" when the run asked for no copy to the durable root: no file);
+# ON_EXIT the on_exit.sh the wrapper runs after recording the result ("" or absent: none).
 # Needs job_state.sh (rgt_oom). Exits the script when DIR already exists.
 rgt_make_run() {
   mkdir "$1" || { echo RGT-MKDIR-FAILED; exit 1; }
@@ -10,6 +11,7 @@ rgt_make_run() {
   printf '%s' "$5" > "$1/env.sh"
   printf '%s' "$6" > "$1/wrapper.sh"
   [ -z "$7" ] || printf '%s' "$7" > "$1/sync_spec"
+  [ -z "${8:-}" ] || printf '%s' "$8" > "$1/on_exit.sh"
   printf '%s\n' "$2" > "$1/workdir"
   cat /proc/sys/kernel/random/boot_id > "$1/boot_id" 2>/dev/null; rgt_oom > "$1/oom_base"
   : > "$1/log"

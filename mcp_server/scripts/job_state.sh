@@ -1,6 +1,7 @@
 #!/bin/sh
 # Library: the run-dir contract read on the box (prepended to the job_* scripts that need it).
-# rgt_state DIR prints one tab-separated line: kind (exited|alive|queued|gone), exit code / pid /
+# rgt_state DIR prints one tab-separated line: kind (cancelled|exited|alive|queued|gone), exit
+# code (cancelled: "-" when the run left none) / pid /
 # queue id, ended_at, log size, log mtime ("-" when unknown), and for a run that exited 0 and
 # asked for sync_to_durable a sixth field: the sync result ("ok ..." or "failed <reason>");
 # status.py's StateLine parses it.
@@ -15,6 +16,9 @@ rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
 rgt_state() { d=$1
   lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
+  if [ -f "$d/cancelled" ] && ! rgt_alive "$d" "$(cat "$d/pid" 2>/dev/null)" "$d/wrapper.sh"; then
+    printf 'cancelled\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code" 2>/dev/null || echo -)" \
+      "$(stat -c %Y "$d/cancelled" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
   if [ -f "$d/exit_code" ]; then ec=$(cat "$d/exit_code")
     printf 'exited\t%s\t%s\t%s\t%s' "$ec" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"
     if [ "$ec" = 0 ] && [ -f "$d/sync_spec" ]; then printf '\t%s\n' "$(rgt_sync_state "$d")"; else echo; fi; return; fi
@@ -22,7 +26,8 @@ rgt_state() { d=$1
   if rgt_alive "$d" "$pid" "$d/wrapper.sh"; then printf 'alive\t%s\t-\t%s\t%s\n' "$pid" "$lsz" "$lmt"; return; fi
   if [ -z "$pid" ] && [ -f "$d/queued" ]; then
     q=$(cat "$d/queued"); qd=$(dirname "$d")/$q
-    if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s\n' "$q" "$lsz" "$lmt"; return; fi
+    if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s' "$q" "$lsz" "$lmt"
+      if [ -f "$d/held" ]; then printf '\theld %s\n' "$(head -c 500 "$d/held" | tr '\t\r\n' '   ')"; else echo; fi; return; fi
   fi
   printf 'gone\t%s\t-\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt"; }
 # rgt_sync_state DIR: the sync result of a run that exited 0 and asked for sync_to_durable; never
@@ -39,9 +44,12 @@ rgt_lost_facts() { d=$1
   pid=$(cat "$d/pid" 2>/dev/null)
   [ -n "$pid" ] && dmesg 2>/dev/null > "$d/.dmesg.$$" && { grep -E "Killed process ${pid}[^0-9]|oom-kill.*pid=${pid}[^0-9]" "$d/.dmesg.$$" | tail -n 3 | sed 's/^/dmesg=/'; }
   rm -f -- "$d/.dmesg.$$"; return 0; }
-# rgt_kill_group DIR: TERM the process group of the wrapper whose pid DIR records, up to 5 s
-# of grace, then KILL. The wrapper is a session leader, so its pid is the group id.
-rgt_kill_group() { pid=$(cat "$1/pid" 2>/dev/null)
-  if [ -n "$pid" ]; then kill -TERM -- "-$pid" 2>/dev/null
-    i=0; while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+# rgt_kill_group DIR [FIRST] [TENTHS]: signal FIRST (e.g. USR1, so the job checkpoints; none
+# when empty), then TERM, to the process group of the wrapper whose pid DIR records, each
+# followed by up to TENTHS tenths of a second of grace (default 50), then KILL. The wrapper is
+# a session leader, so its pid is the group id.
+rgt_kill_group() { pid=$(cat "$1/pid" 2>/dev/null); g=${3:-50}
+  if [ -n "$pid" ]; then
+    for s in ${2:+"$2"} TERM; do kill -s "$s" -- "-$pid" 2>/dev/null
+      i=0; while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt "$g" ]; do sleep 0.1; i=$((i+1)); done; done
     kill -KILL -- "-$pid" 2>/dev/null; fi; return 0; }

@@ -26,22 +26,39 @@ finish() {
   printf '%s\n' "$1" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"
   date +%s > "$d/ended_at.tmp" && mv -f "$d/ended_at.tmp" "$d/ended_at"
 }
+# on_exit STATE CODE: the launch's on_exit.sh (if any), after the result is recorded, with the
+# run's state in the environment (secrets stay in the environment, never in argv), at most 60 s,
+# output to on_exit.log. Its failure never changes the recorded result or the wrapper's exit code.
+on_exit() { [ -f "$d/on_exit.sh" ] || return 0
+  ( export RGT_STATE="$1" RGT_EXIT_CODE="$2" RGT_LOG="$d/log" RGT_HOST
+    RGT_HOST=$(hostname); RGT_ENDED_AT=$(cat "$d/ended_at" 2>/dev/null); export RGT_ENDED_AT
+    cd -- "$(cat "$d/workdir")" 2>/dev/null || cd -- "$d" || exit 96
+    timeout 60 bash "$d/on_exit.sh" ) < /dev/null > "$d/on_exit.log" 2>&1
+  printf '# rgt: on_exit exited %s\n' "$?" >> "$d/on_exit.log"; return 0; }
 printf '# rgt: run %s started %s on %s (command in cmd.sh)\n' "${d##*/}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" >> "$d/log"
 # shellcheck source=/dev/null
 . "$d/env.sh" >> "$d/log" 2>&1 || { echo "# rgt: env.sh failed" >> "$d/log"; finish 97; exit 97; }
 # The workdir is read where it is used: env.sh may export any name, and the job keeps its values.
 cd -- "$(cat "$d/workdir")" 2>> "$d/log" || { echo "# rgt: workdir is missing: $(cat "$d/workdir")" >> "$d/log"; finish 98; exit 98; }
+# cancel_run may send USR1/USR2 to the whole group first (so the job checkpoints): the wrapper,
+# the shell running cmd.sh and tee survive it; the job itself gets the signal with its default
+# action or its own handler (a trap is reset for the programs a shell starts).
+trap ':' USR1 USR2
+# shellcheck disable=SC2016  # the inner shell expands $0: cmd.sh's path, as `bash cmd.sh` sets it
+run_cmd='trap ":" USR1 USR2; . "$0"'
 if [ "$mode" = tmux ]; then
-  bash "$d/cmd.sh" 2>&1 | tee -a "$d/log"
+  bash -c "$run_cmd" "$d/cmd.sh" 2>&1 | (trap '' USR1 USR2; exec tee -a "$d/log")
   code=${PIPESTATUS[0]}
 else
-  bash "$d/cmd.sh" >> "$d/log" 2>&1
+  bash -c "$run_cmd" "$d/cmd.sh" >> "$d/log" 2>&1
   code=$?
 fi
 if [ "$code" = 0 ] && [ -f "$d/sync_spec" ]; then
   { echo "# rgt: command exited 0; copying sync_to_durable outputs"; ( rgt_sync "$d" ) 2>&1
     printf '# rgt: sync_to_durable: %s\n' "$(cat "$d/sync_status" 2>/dev/null)"; } >> "$d/log"
-  case $(cat "$d/sync_status" 2>/dev/null) in ok*) ;; *) finish 0; exit 99;; esac
+  case $(cat "$d/sync_status" 2>/dev/null) in ok*) ;; *) finish 0; on_exit sync_failed 0; exit 99;; esac
 fi
 finish "$code"
+if [ -f "$d/cancelled" ]; then on_exit cancelled "$code"; elif [ "$code" = 0 ]; then on_exit succeeded 0
+else on_exit failed "$code"; fi
 exit "$code"

@@ -30,6 +30,7 @@ READ_ONLY_LOCAL = _preset(read_only=True, destructive=False, idempotent=True, op
 LAUNCH = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
 WRITES_LOCAL = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
 DESTRUCTIVE = _preset(read_only=False, destructive=True, idempotent=False, open_world=True)
+DESTRUCTIVE_IDEMPOTENT = _preset(read_only=False, destructive=True, idempotent=True, open_world=True)
 
 
 def app_of(ctx: Context[Any, Any]) -> App:

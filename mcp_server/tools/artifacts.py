@@ -11,6 +11,7 @@ from pydantic import Field
 from mcp_server.errors import InputError
 from mcp_server.run.jobs.rundir import declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.tools._progress import reporter
 from mcp_server.verify.artifacts.cells import CellSpec
 from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.verifier import verify_artifacts
@@ -62,11 +63,13 @@ def register(server: MCPServer) -> None:
     ) -> VerifyResult:
         """Pull results off the box and prove every byte: roster, on-box SHA-256 manifest, resumable pull, load checks.
 
-        Builds an immutable PULL_MANIFEST.json beside the data on the box (hashed there, in
-        parallel), pulls resumably with the hash computed while receiving, checks each file by
-        type (safetensors offsets, torch weights-only load, json/csv/npz/parquet), writes a
-        local PULL_VERIFIED.json and records it in the ledger. Returns within budget_s with
-        done=false when more remains. Teardown trusts only this. With accept_from, a second
+        Builds the run's SHA-256 manifest on the box (hashed there, in parallel; kept in
+        <durable_root>/.rgt/manifests/, one per run, never in your data dir), pulls resumably
+        with the hash computed while receiving, checks each file by type (safetensors offsets,
+        torch weights-only load, json/csv/npz/parquet), writes a local PULL_VERIFIED.json and
+        records it in the ledger. A run still running is not verified (nothing is written).
+        Returns within budget_s with done=false when more remains. Teardown trusts only this.
+        With accept_from, a second
         machine accepts the producer's bundle instead (ACCEPTED.json, ledger `acceptance`). See
         references://run-remote/principles#iron-law and references://run-remote/artifact-layout.
         """
@@ -81,8 +84,10 @@ def register(server: MCPServer) -> None:
             if not root or not (roster or cells or producer):
                 raise InputError("give root and roster (or cells), or the run_id of a run that declared outputs")
 
+            report = reporter(ctx)
+
             async def progress(done: int, total: int, path: str) -> None:
-                await ctx.report_progress(done, total, f"pulling {path}")
+                await report(done, total, f"pulling {path}")
 
             req = VerifyRequest(root=root, roster=roster or [], run_id=run_id, dest=dest, budget_s=budget_s,
                                 allow_pickle=allow_pickle, expect_keys=expect_keys, cells=cells, pack=pack,

@@ -10,10 +10,12 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit
 from mcp_server.run.audit.model import ExpectGpu
 from mcp_server.run.teardown.cost import accrued
 from mcp_server.tools._common import READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.tools._progress import reporter
 
 MAX_HOSTS = 32
 Policy = Literal["strict", "accept-new"]
@@ -86,7 +88,15 @@ def register(server: MCPServer) -> None:
         args = _AuditArgs(paths=paths, expect_gpu=expect_gpu, python=python, code_dir=code_dir,
                           expect_files=expect_files)
         if hosts:
-            rows = await fan_out(app, list(hosts), lambda n: _audit_one(app, n, host_key_policy, args))
+            done = Counter(reporter(ctx), len(hosts), "hosts audited")
+
+            async def one(name: str) -> AuditResult:
+                try:
+                    return await _audit_one(app, name, host_key_policy, args)
+                finally:
+                    await done.finished(name)
+
+            rows = await fan_out(app, list(hosts), one)
             return AuditBoxResult(outcomes=[AuditOutcome(host=n, audit=r, error=e) for n, r, e in rows])
         with tool_errors(app):
             if not host:

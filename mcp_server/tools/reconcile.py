@@ -12,6 +12,7 @@ from mcp_server.deliver.models import ReconcileReport
 from mcp_server.deliver.reconcile import reconcile
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.tools._progress import reporter
 
 # The arguments, each with the description the model reads.
 EvidenceArg = Annotated[str, Field(
@@ -83,5 +84,5 @@ def register(server: MCPServer) -> None:
             return await reconcile(
                 box, evidence, list(documents), mode=mode, do_render=render, render_dir=render_dir, view=view,
                 offset=offset, limit=limit, include_matches=include_matches, runs=check_runs,
-                figures=check_figures, ledger=app.ledger,
+                figures=check_figures, ledger=app.ledger, progress=reporter(ctx),
             )

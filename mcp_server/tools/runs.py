@@ -10,13 +10,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from mcp_server.app import App
+from mcp_server.errors import InputError
+from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
 from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
+from mcp_server.run.jobs.rundir import RunStatus
+from mcp_server.run.jobs.runscan import DEFAULT_LIMIT, MAX_LIMIT, RunFilter, parse_since
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import LAUNCH, READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.tools._progress import reporter
 
 HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
 
@@ -48,6 +53,11 @@ OutputsArg = Annotated[list[str] | None, Field(
     description="files the run must produce (paths/globs relative to output_root): verify_artifacts and teardown "
     "check them", max_length=256)]
 OutputRootArg = Annotated[str | None, Field(description="where outputs live on the box (default: workdir)")]
+OnExitArg = Annotated[str | None, Field(
+    description="shell command run on the box after the run's result is recorded (e.g. curl to a webhook), with "
+    "RGT_RUN_ID, RGT_STATE, RGT_EXIT_CODE, RGT_RUN_DIR, RGT_LOG, RGT_HOST, RGT_ENDED_AT in its environment; "
+    "secret_env values stay in the environment; output in on_exit.log; its failure never changes the result",
+    max_length=8000)]
 SyncArg = Annotated[list[str] | None, Field(
     description="globs under output_root copied on exit 0 to <durable_root>/results/<run_id>/ and verified "
     "(size+sha256); a failed copy makes the run sync_failed. {run_id} = $RGT_RUN_ID",
@@ -76,6 +86,12 @@ CellFilesArg = Annotated[list[str] | None, Field(
 # list_runs
 OptionalHostArg = Annotated[str | None, Field(
     description="one box; omit for every inventory host and every host the ledger launched on")]
+ListLimitArg = Annotated[int, Field(description="runs per page (per host), newest first", ge=1, le=MAX_LIMIT)]
+CursorArg = Annotated[str | None, Field(description="next_cursor from the previous page (needs `host`)")]
+StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']")]
+NameGlobArg = Annotated[str | None, Field(description="glob on the run name (run id when unnamed), e.g. 'sweep*'",
+                                          max_length=200)]
+SinceArg = Annotated[str | None, Field(description="only runs started since: ISO 8601 (2026-03-01T12:00Z) or epoch s")]
 
 
 class LaunchOutcome(BaseModel):
@@ -100,9 +116,10 @@ class ListRunsResult(BaseModel):
     outcomes: list[ListRunsOutcome]
 
 
-async def _launch_one(app: App, name: str, req: LaunchRequest) -> LaunchResult:
+async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report | None = None) -> LaunchResult:
     spec = app.pool.spec(name)
-    return await launch(await app.pool.host(spec), spec, req, ledger=app.ledger, redactor=app.redactor)
+    return await launch(await app.pool.host(spec), spec, req, ledger=app.ledger, redactor=app.redactor,
+                        progress=progress)
 
 
 async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
@@ -113,16 +130,19 @@ async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
     return LaunchDetachedResult(queue=queue)
 
 
-async def _launch(app: App, host: str, hosts: list[str] | None, req: LaunchRequest) -> LaunchDetachedResult:
+async def _launch(app: App, host: str, hosts: list[str] | None, req: LaunchRequest,
+                  progress: Report | None = None) -> LaunchDetachedResult:
     if hosts:
         rows = await fan_out(app, list(hosts), lambda n: _launch_one(app, n, req))
         return LaunchDetachedResult(outcomes=[LaunchOutcome(host=n, launch=r, error=e) for n, r, e in rows])
-    return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=await _launch_one(app, host, req))])
+    one = await _launch_one(app, host, req, progress)
+    return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=one)])
 
 
-async def _list_one(app: App, name: str) -> HostRuns:
+async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None,
+                    where: RunFilter | None = None) -> HostRuns:
     spec = app.pool.spec(name)
-    return await list_runs(await app.pool.host(spec), spec, app.ledger)
+    return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
 
 
 def _register_launch_detached(server: MCPServer) -> None:
@@ -134,7 +154,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         backend: BackendArg = "shell", allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
-        start_index: StartIndexArg = 1,
+        start_index: StartIndexArg = 1, on_exit: OnExitArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -157,10 +177,10 @@ def _register_launch_detached(server: MCPServer) -> None:
                 command=command or "queue", name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [],
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
-                output_root=output_root, sync_to_durable=sync_to_durable or [])
+                output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
-            return await _launch(app, host, hosts, req)
+            return await _launch(app, host, hosts, req, reporter(ctx))
 
 
 def _register_tail_logs(server: MCPServer) -> None:
@@ -188,19 +208,28 @@ def _register_tail_logs(server: MCPServer) -> None:
 
 def _register_list_runs(server: MCPServer) -> None:
     @server.tool(name="list_runs", annotations=READ_ONLY)
-    async def list_runs_tool(ctx: Context, host: OptionalHostArg = None) -> ListRunsResult:
-        """List the runs on a box from its run directories, with status, the ledger reconciled, and the cost meter.
+    async def list_runs_tool(
+        ctx: Context, host: OptionalHostArg = None, limit: ListLimitArg = DEFAULT_LIMIT, cursor: CursorArg = None,
+        state: StatesArg = None, name: NameGlobArg = None, since: SinceArg = None,
+    ) -> ListRunsResult:
+        """List the runs on a box from its run directories, newest first and paged, with the ledger reconciled.
 
-        Warns (never acts) when a billed box has no live run and idle GPUs.
-        See references://run-remote/monitoring#run-status.
+        `total` counts every run matching the filters; continue with cursor=next_cursor. `live`
+        counts running and queued runs whatever the filters. Warns (never acts) when a billed box
+        has no live run and idle GPUs. See references://run-remote/monitoring#run-status.
         """
         app = app_of(ctx)
+        with tool_errors(app):
+            if cursor and not host:
+                raise InputError("cursor pages one host's runs: give the same `host` as the first page")
+            where = RunFilter(states=state or [], name=name, since=parse_since(since))
         if host:
             with tool_errors(app):
-                return ListRunsResult(outcomes=[ListRunsOutcome(host=host, runs=await _list_one(app, host))])
+                runs = await _list_one(app, host, limit, cursor, where)
+                return ListRunsResult(outcomes=[ListRunsOutcome(host=host, runs=runs)])
         with tool_errors(app):
             names = run_hosts(app.ledger, app.pool.inventory.hosts)
-        rows = await fan_out(app, names, lambda n: _list_one(app, n))
+        rows = await fan_out(app, names, lambda n: _list_one(app, n, limit, None, where))
         return ListRunsResult(outcomes=[ListRunsOutcome(host=n, runs=r, error=e) for n, r, e in rows])
 
 

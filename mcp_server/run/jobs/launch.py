@@ -19,11 +19,12 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.onbox import job_script
-from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id
+from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
 from mcp_server.run.jobs.status import FINISHED, STATE_FUNCS, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
@@ -53,6 +54,8 @@ class LaunchRequest(BaseModel):
     outputs: list[str] = Field(default_factory=list, description="roster patterns the run must produce")
     output_root: str | None = None
     sync_to_durable: list[str] = Field(default_factory=list, description="globs copied to the durable root on exit 0")
+    on_exit: str | None = Field(default=None, max_length=8000,
+                                description="shell command the wrapper runs after recording the result")
 
 
 class LaunchResult(BaseModel):
@@ -168,6 +171,11 @@ def file_text(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+def on_exit_text(req: LaunchRequest) -> str:
+    """on_exit.sh: the launch's on_exit command ("" when none: no file)."""
+    return file_text(req.on_exit) if req.on_exit and req.on_exit.strip() else ""
+
+
 def record_text(record: RunRecord) -> str:
     return file_text(record.model_dump_json(by_alias=True, indent=2))
 
@@ -177,7 +185,7 @@ def _start_script(spec: HostSpec, req: LaunchRequest, engine: JobEngine, record:
     args = [base, record.run_id, req.name or "", "1" if req.relaunch else "0", str(int(req.probe_s / 0.2)),
             str(LOG_TAIL_BYTES), engine.job_name(record.run_id) or "", record.workdir, record_text(record),
             file_text(record.command), env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
-            record.sync.spec_text() if record.sync else ""]
+            record.sync.spec_text() if record.sync else "", on_exit_text(req)]
     libraries = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions())
     return job_script("job_launch_start", *map(quote, args), libraries=libraries)
 
@@ -217,6 +225,12 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     )
 
 
+def _record_begun(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: RunRecord) -> None:
+    ledger.record("launch_begun", host=spec.name, run_id=record.run_id, summary=f"starting {req.name or ''}".strip(),
+                  data={"name": req.name, "backend": record.backend, "command": req.command,
+                        "run_dir": run_dir_path(spec.durable_root, record.run_id), "durable_root": spec.durable_root})
+
+
 def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: RunRecord,
                    result: LaunchResult) -> None:
     ledger.record("launch", host=spec.name, run_id=record.run_id,
@@ -230,8 +244,10 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
 
 
 async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledger | None,
-                 redactor: Redactor, environ: dict[str, str] | None = None) -> LaunchResult:
-    """Start one detached job (or return the live one of the same name)."""
+                 redactor: Redactor, environ: dict[str, str] | None = None,
+                 progress: Report | None = None) -> LaunchResult:
+    """Start one detached job (or return the live one of the same name). `progress` hears the
+    run id first, then the probe's elapsed seconds."""
     check_request(req)
     secrets = secret_values(req.secret_env, os.environ if environ is None else environ, redactor)
     facts = await read_facts(host, spec, req)
@@ -245,7 +261,10 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
                                     "already_running" if live else "already_finished", existing, notes)
     record = make_record(spec, req, facts, new_run_id(req.name), backend, list(secrets), req.command)
     script = _start_script(spec, req, engine, record, facts["base"])
-    res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20)
+    if ledger is not None:  # before the probe: a client that gives up during it can still find the run
+        _record_begun(ledger, spec, req, record)
+    async with ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"):
+        res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20)
     result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
     if ledger is not None and result.outcome in ("running", "exited_early"):
         _record_launch(ledger, spec, req, record, result)

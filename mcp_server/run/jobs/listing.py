@@ -1,5 +1,6 @@
-"""list_runs: the runs on a box, as each engine lists them from the run directories (the source
-of truth), with the ledger reconciled against what the box says, plus the cost meter."""
+"""list_runs: the runs on a box, read from the run directories (the source of truth) in one pass
+(runscan.py), newest first and paged, with the ledger reconciled against what the box says, plus
+the cost meter."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from mcp_server import scripts
 from mcp_server.hosts.base import Host
@@ -15,14 +16,12 @@ from mcp_server.hosts.commands import quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.run.audit.nvidia import Q_GPU_FIELDS, Gpu, parse_gpus
-from mcp_server.run.jobs.engines import ENGINES
-from mcp_server.run.jobs.engines.base import ListedRun
-from mcp_server.run.jobs.rundir import RunOutputs, RunStatus
-from mcp_server.run.jobs.status import FINISHED, RunState
+from mcp_server.run.jobs.rundir import RunOutputs, RunRecordSummary, RunStatus
+from mcp_server.run.jobs.runscan import BoxRun, RunFilter, page, read_records, scan_runs
+from mcp_server.run.jobs.status import ENDED
 from mcp_server.run.teardown.cost import accrued
 
-MAX_RUNS = 200
-TERMINAL = (*FINISHED, "lost")
+TERMINAL = ENDED
 
 
 class RunSummary(BaseModel):
@@ -43,11 +42,20 @@ class RunSummary(BaseModel):
 
 class HostRuns(BaseModel):
     host: str
-    runs: list[RunSummary] = Field(description="oldest first, at most the last 200")
-    live: int
+    runs: list[RunSummary] = Field(description="this page: newest first by start time")
+    total: int = Field(default=-1, description="runs on the box that match the filters (every page together)")
+    next_cursor: str | None = Field(default=None, description="pass as cursor for the next page; none: last page")
+    live: int = Field(description="running or queued runs on the box (whatever the filters)")
     missing_on_box: list[str] = Field(description="run ids the ledger knows that the box no longer has")
     accrued_cost: str | None = None
     idle_warning: str | None = None
+
+    @model_validator(mode="after")
+    def _whole_list(self) -> HostRuns:
+        """Built without a total (one page that is the whole list): the total is its length."""
+        if self.total < 0:
+            self.total = len(self.runs)
+        return self
 
 
 def run_hosts(ledger: Ledger, inventory: Iterable[str]) -> list[str]:
@@ -69,22 +77,12 @@ async def _box_now(host: Host) -> tuple[float, list[Gpu]]:
     return now, gpus
 
 
-async def _engine_runs(host: Host, spec: HostSpec) -> list[tuple[ListedRun, RunState]]:
-    """Each engine lists its runs, then reads their states in one round trip; the last MAX_RUNS by id."""
-    engines = list(ENGINES.values())
-    listed = await asyncio.gather(*(e.list(host, spec.durable_root, MAX_RUNS) for e in engines))
-    states = await asyncio.gather(*(e.status(host, [r.run_dir for r in runs]) for e, runs in zip(engines, listed,
-                                                                                                  strict=True)))
-    pairs = [pair for runs, st in zip(listed, states, strict=True) for pair in zip(runs, st, strict=True)]
-    return sorted(pairs, key=lambda pair: pair[0].run_id)[-MAX_RUNS:]
-
-
-def _summary(run: ListedRun, state: RunState, now: float, known: set[str]) -> RunSummary:
-    rec = run.record
+def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) -> RunSummary:
+    state = run.state
+    started = rec.started_at or run.started_at
     return RunSummary(
-        run_id=run.run_id, name=rec.name, status=state.status, exit_code=state.exit_code,
-        started_at_utc=datetime.fromtimestamp(rec.started_at, UTC).isoformat(timespec="seconds")
-        if rec.started_at else None,
+        run_id=run.run_id, name=rec.name or run.name, status=state.status, exit_code=state.exit_code,
+        started_at_utc=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds") if started else None,
         command=(rec.command or "")[:200] or None, log_size=state.log_size,
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
         ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
@@ -92,15 +90,20 @@ def _summary(run: ListedRun, state: RunState, now: float, known: set[str]) -> Ru
     )
 
 
-async def list_runs(host: Host, spec: HostSpec, ledger: Ledger) -> HostRuns:
-    (now, gpus), owned = await asyncio.gather(_box_now(host), _engine_runs(host, spec))
+async def list_runs(host: Host, spec: HostSpec, ledger: Ledger, *, limit: int | None = None,
+                    cursor: str | None = None, where: RunFilter | None = None) -> HostRuns:
+    """One page of the box's runs (all of them when limit is None), newest first."""
+    (now, gpus), scanned = await asyncio.gather(_box_now(host), scan_runs(host, spec))
+    matching = [r for r in scanned if where is None or where.keeps(r)]
+    shown, next_cursor = page(matching, limit, cursor)
+    records = await read_records(host, spec, [r.run_id for r in shown])
     launched = {e.run_id for e in ledger.events("launch", host=spec.name, limit=10000) if e.run_id}
-    runs = [_summary(run, state, now, launched) for run, state in owned]
+    begun = {e.run_id for e in ledger.events("launch_begun", host=spec.name, limit=10000) if e.run_id}
+    runs = [_summary(r, records.get(r.run_id, RunRecordSummary()), now, launched | begun) for r in shown]
     _record_transitions(ledger, spec, runs)
-    on_box = {r.run_id for r in runs}
-    live = sum(1 for r in runs if r.status in ("running", "queued"))
-    return HostRuns(host=spec.name, runs=runs, live=live,
-                    missing_on_box=sorted(launched - on_box) if len(runs) < MAX_RUNS else [],
+    live = sum(1 for r in scanned if r.state.status in ("running", "queued"))
+    return HostRuns(host=spec.name, runs=runs, total=len(matching), next_cursor=next_cursor, live=live,
+                    missing_on_box=sorted(launched - {r.run_id for r in scanned}),
                     accrued_cost=accrued(ledger, spec), idle_warning=_idle_warning(spec, ledger, live, gpus))
 
 

@@ -5,7 +5,9 @@ box (runs/queue-<id>/queue.sh, from scripts/job_queue_runner.sh). Every command 
 run dir and wrapper with the same contract as launch_detached; a child waiting its turn has
 status `queued`. Cells are numbered from 1 in the order given (`<name>3-...` is cell 3); a
 sweep that died at cell k restarts with the same commands and start_index=k, and cells 1..k-1
-are not run again."""
+are not run again. The launch's disk floor (min_free_gib, min_free_inodes) is checked again
+before each cell starts: below it the cell is held (its `held` file and log say why) until space
+is freed."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from mcp_server.run.jobs.launch import (
     choose_backend,
     file_text,
     make_record,
+    on_exit_text,
     read_facts,
     record_text,
     secret_values,
@@ -60,7 +63,8 @@ def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], que
     queue_id = queue_dir.rsplit("/", 1)[1]
     args = [queue_dir, str(int(max_concurrent)), f"{min(req.probe_s, 20):g}",
             STATE_FUNCS + scripts.load("job_queue_runner"), facts["workdir"],
-            env_script(req.env, spec.profile.proxy_hook), wrapper_text()]
+            env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
+            f"{int(req.min_free_gib * 2**20)} {int(req.min_free_inodes)}", on_exit_text(req)]
     for _, run_id, command in children:
         record = make_record(spec, req, facts, run_id, "shell", secret_names, command, queue_id=queue_id)
         args += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]

@@ -5,6 +5,8 @@
                    exit_code  ended_at  (both written by the wrapper, tmp + rename)
                    sync_spec  (sync_to_durable asked: source root, destination, globs)
                    sync_status  sync_files  (the copy's outcome and its files, before exit_code)
+                   cancelled  (cancel_run: who, when, why; written before the engine stops it)
+                   held  (a queued cell the disk floor holds back: why; removed when it starts)
   names/<name>     the run id last launched under that name
   locks/<name>/    held while a launch of that name is in progress (mkdir is atomic)
 <durable_root>/results/<run_id>/   what sync_to_durable copied, by path under the source root
@@ -29,7 +31,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word
 from mcp_server.run.jobs.sync import RunSync
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "sync_failed", "lost", "unknown"]
+RunStatus = Literal["queued", "running", "succeeded", "failed", "sync_failed", "cancelled", "lost", "unknown"]
 Backend = Literal["shell", "tmux"]
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
@@ -105,8 +107,16 @@ class RunRecordSummary(BaseModel):
     def from_base64(cls, text: str) -> RunRecordSummary:
         """run.json as base64; a field with the wrong shape reads as missing, the others stay."""
         try:
-            data = json.loads(base64.b64decode(text))
+            return cls.from_json(base64.b64decode(text))
         except (ValueError, binascii.Error):
+            return cls()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunRecordSummary:
+        """run.json's text; a field with the wrong shape reads as missing, the others stay."""
+        try:
+            data = json.loads(text)
+        except ValueError:
             return cls()
         if not isinstance(data, dict):
             return cls()

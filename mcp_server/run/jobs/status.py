@@ -6,6 +6,8 @@ failed     exit_code is non-zero (the code says how: 137 = SIGKILL, often the OO
 sync_failed  exit_code is 0 but the copy of its outputs to the durable root failed: the wrapper's
            sync_status says why; the scratch copy is still the only one
 queued     waiting in an on-box queue whose runner is alive
+cancelled  stopped by cancel_run (its `cancelled` file) and no longer alive; the exit code when
+           the job wrote one on its way out — never reported as failed or lost
 lost       no live process and no exit file: killed hard, OOM-killed with the wrapper, or the
            box rebooted; `evidence` says which facts point where
 unknown    the box could not be reached: a transport failure proves nothing about the job
@@ -30,6 +32,8 @@ STATE_FUNCS = scripts.load("job_state")
 
 # The statuses of a run whose wrapper has exited and recorded how.
 FINISHED: tuple[RunStatus, ...] = ("succeeded", "failed", "sync_failed")
+# Every status of a run that has ended, however it ended.
+ENDED: tuple[RunStatus, ...] = (*FINISHED, "cancelled", "lost")
 
 _FIELD_SEPARATOR = re.compile(r"[\t|]")
 _NONE = "-"
@@ -60,11 +64,12 @@ def _field(v: str) -> str | None:
 
 @dataclass(frozen=True)
 class StateLine:
-    """One `rgt_state` line: kind (exited, alive, queued, gone), then the exit code, wrapper pid
+    """One `rgt_state` line: kind (cancelled, exited, alive, queued, gone), then the exit code, wrapper pid
     or queue id, ended_at, log size and log mtime; tab-separated, or `|`-separated where a
     script carries it inside a key=value line. "-" stands for a missing field. A run that
     exited 0 and asked for sync_to_durable has a sixth field, the rest of the line: the sync
-    result, `ok <what was copied>` or `failed <reason>` (it may hold `|`, so it is never split)."""
+    result, `ok <what was copied>` or `failed <reason>` (it may hold `|`, so it is never split); a
+    queued run held by the disk floor has `held <reason>` there."""
 
     kind: str
     detail: str | None = None
@@ -89,12 +94,21 @@ class StateLine:
         detail = self.detail or ""
         size = self.log_size or ""
         common = {"log_size": int(size) if size.isdigit() else None, "log_mtime": _num(self.log_mtime)}
+        if self.kind == "cancelled":
+            code = int(detail) if detail.lstrip("-").isdigit() else None
+            return RunState(status="cancelled", exit_code=code, ended_at=_num(self.ended_at),
+                            evidence=["cancelled file: stopped by cancel_run, and no live wrapper process"
+                                      + (f"; the job exited {code} on its way out" if code is not None else "")],
+                            **common)
         if self.kind == "exited" and detail.lstrip("-").isdigit():
             return self._exited(int(detail), common)
         if self.kind == "alive" and detail.isdigit():
             return RunState(status="running", pid=int(detail), evidence=[f"wrapper pid {detail} is alive"], **common)
         if self.kind == "queued":
-            return RunState(status="queued", evidence=[f"waiting in queue {detail}, whose runner is alive"], **common)
+            held = [f"held: the disk is below the launch floor ({self.sync[5:]}); it starts once space is freed"
+                    ] if self.sync and self.sync.startswith("held ") else []
+            return RunState(status="queued", evidence=[f"waiting in queue {detail}, whose runner is alive", *held],
+                            **common)
         pid = int(detail) if detail.isdigit() else None
         return RunState(status="lost", pid=pid,
                         evidence=[f"no live wrapper process{f' (pid {pid})' if pid else ''} and no exit_code file"],

@@ -54,7 +54,9 @@ def g1(runs: HostRuns) -> Gate:
     live = [r.run_id for r in runs.runs if r.status in ("running", "queued")]
     if live:
         return Gate(id="G1", name="no live run", state="fail",
-                    evidence=f"{len(live)} live run(s) on the box: {', '.join(live[:5])} (tearing down kills them)")
+                    evidence=f"{len(live)} live run(s) on the box: {', '.join(live[:5])} (tearing down kills them; "
+                             "wait_for_run until they end, or stop them with cancel_run — allow_unverified does not "
+                             "lift this gate)")
     return Gate(id="G1", name="no live run", state="pass", evidence=f"{len(runs.runs)} run(s) on the box, none live")
 
 

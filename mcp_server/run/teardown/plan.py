@@ -124,8 +124,15 @@ async def plan(host: Host, spec: HostSpec, action: str, ledger: Ledger, allow_un
 
 def _next(act: MeterAction, unmet: list[str], token: str | None) -> str:
     if unmet:
-        return ("not ready: " + " | ".join(unmet) + ". Fix these (let runs finish, run verify_artifacts), or pass "
-                "allow_unverified=true only if you accept losing unverified data.")
+        waivable = [u for u in unmet if u.split(" ", 1)[0] in WAIVABLE]
+        fixes = []
+        if any(u.startswith("G1 ") for u in unmet):
+            fixes.append("G1: let the live runs end (wait_for_run) or stop them with cancel_run; "
+                         "allow_unverified does not lift G1")
+        if waivable:
+            fixes.append("G2/G3: run verify_artifacts, or pass allow_unverified=true only if you accept losing "
+                         "unverified data")
+        return "not ready: " + " | ".join(unmet) + ". Fix these: " + "; ".join(fixes) + "."
     if act.executor == "none":
         return "nothing to stop on this box"
     if act.executor == "manual":

@@ -66,7 +66,7 @@ def _record(host_name: str, run_id: str | None, state: PullState, dest: Path) ->
         schema_=VERIFIED_SCHEMA, host=host_name, producer=state.producer, verifier=state.verifier,
         root=state.root, run_id=run_id,
         abs_root=listing.abs_root if listing else None,
-        roster=state.roster, dest=str(dest), manifest=manifest.name if manifest else None,
+        roster=state.roster, dest=str(dest), manifest=(manifest.path or manifest.name) if manifest else None,
         manifest_sha256=manifest.sha256 if manifest else None,
         listed_at=listing.listed_at if listing else None, newest_mtime=listing.newest_mtime if listing else None,
         verified_at_utc=datetime.now(UTC).isoformat(timespec="seconds"), verifier_version=VERIFIER_VERSION,

@@ -1,12 +1,14 @@
 """The remote manifest: size + SHA-256 of every roster file, computed ON the box with the
 fastest hasher there (Python hashlib, else openssl, else sha256sum), files hashed in
 parallel up to the box's cores. Hashing runs detached so a large roster never holds a
-tool call; the finished manifest is written next to the data and never overwritten."""
+tool call; the finished manifest is kept on the box in the state dir, one per run
+(<durable_root>/.rgt/manifests/<run id>.json), replaced atomically by each new round."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -159,16 +161,25 @@ async def poll_hashing(host: Host, abs_root: str, job: str) -> tuple[bool, dict[
     return done, got, err
 
 
-async def write_manifest(host: Host, abs_root: str, job: str, manifest: Manifest) -> str:
-    """Write the manifest beside the data without ever replacing one: the first free name of
-    PULL_MANIFEST.json, PULL_MANIFEST.2.json, ... (a hard link fails if the name exists)."""
-    script = scripts.command("verify_manifest_write", _job_dir(abs_root, job), abs_root)
+def manifest_path(durable_root: str, run_id: str | None, abs_root: str) -> str:
+    """The one manifest of a run (or of a root verified without a run id) in the state dir:
+    <durable_root>/.rgt/manifests/<run id>.json, replaced by each new round."""
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", run_id).lstrip(".")[:96] if run_id else ""
+    key = key or "root-" + sha256_hex(abs_root.encode())[:16]
+    return f"{durable_root.rstrip('/')}/.rgt/manifests/{key}.json"
+
+
+async def write_manifest(host: Host, abs_root: str, job: str, manifest: Manifest, target: str) -> str:
+    """Write the manifest to `target` (manifest_path), replacing the previous round's atomically;
+    returns its absolute path on the box. Nothing is written beside the data."""
+    script = scripts.command_words("verify_manifest_write", quote(_job_dir(abs_root, job)),
+                                   path_word(target, "manifest path"))
     res = await host.run(script, stdin=manifest.canonical(), timeout=30)
     for line in res.text.splitlines():
         if line.startswith("RGT-MANIFEST "):
             return line.split(" ", 1)[1]
-    raise CommandFailed("could not write the manifest on the box (20 manifests already exist?)",
-                        host=host.name, path=abs_root, stderr=res.err_text)
+    raise CommandFailed("could not write the manifest on the box (is the durable root writable?)",
+                        host=host.name, path=target, stderr=res.err_text)
 
 
 def build_manifest(host_name: str, root: str, roster: list[str], run_id: str | None, hasher: str,

@@ -41,7 +41,8 @@ class VerificationRecord(BaseModel):
     run_id: str | None
     roster: list[str]
     dest: str = Field(description="the local copy")
-    manifest: str | None = Field(description="the manifest's name beside the data on the box")
+    manifest: str | None = Field(description="the manifest's path on the box (older records: its name beside the "
+                                             "data)")
     manifest_sha256: str | None
     listed_at: float | None = Field(description="the box's clock when the root was listed: later writes are news")
     newest_mtime: float | None

@@ -56,9 +56,11 @@ class Listing(BaseModel):
 
 
 class PulledManifest(BaseModel):
-    """The manifest written beside the data on the box (and a copy in the destination)."""
+    """The manifest on the box (and a copy in the destination, named `name`)."""
 
     name: str
+    path: str | None = Field(default=None, description="its absolute path on the box (none: a round begun by an "
+                                                       "older version, which wrote `name` beside the data)")
     sha256: str
     content: Manifest
 

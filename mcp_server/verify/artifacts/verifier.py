@@ -3,11 +3,13 @@
 Phases, resumable across calls within a time budget (state in <dest>/.rgt-pull/):
   listing  -> roster matched against the box (missing / extra / symlinks are findings)
   hashing  -> size + SHA-256 on the box, detached, in parallel
-  manifest -> PULL_MANIFEST.json beside the data (never overwritten: a new name instead)
+  manifest -> <durable_root>/.rgt/manifests/<run id>.json on the box, one per run, replaced
+              atomically by a new round (never written into the user's data or code dir)
   pulling  -> streamed, hashed while received, resumable, verified files never re-sent
   checking -> structural checks by type on the local copies
   verified -> PULL_VERIFIED.json written locally and recorded in the ledger
-A finished verification followed by another call starts a new round (a new manifest)."""
+A finished verification followed by another call starts a new round (a new manifest). A run
+that is still running is not verified at all: the call says so and writes nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.run.jobs.live import live_state
+from mcp_server.run.jobs.status import RunState
 from mcp_server.verify.artifacts.acceptance import accept
 from mcp_server.verify.artifacts.cells import CellsReport, find_cells, judge, with_metrics
 from mcp_server.verify.artifacts.checks import check_file
@@ -27,6 +31,7 @@ from mcp_server.verify.artifacts.identity import read_identity, this_machine
 from mcp_server.verify.artifacts.manifest import (
     build_manifest,
     list_root,
+    manifest_path,
     poll_hashing,
     sha256_hex,
     start_hashing,
@@ -48,6 +53,7 @@ from mcp_server.verify.artifacts.tamper import local_changes
 
 __all__ = ["VerifyRequest", "VerifyResult", "default_dest", "verify_artifacts"]
 MARGIN_S = 3.0
+LOCAL_MANIFEST = "PULL_MANIFEST.json"  # the destination's copy of the round's manifest
 
 
 def _new_round(old: PullState | None, req: VerifyRequest, host: str) -> PullState:
@@ -70,6 +76,9 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
                          expected="['best.pth', 'metrics.json']")
     deadline = time.monotonic() + req.budget_s - min(MARGIN_S, 0.25 * req.budget_s)
     dest = Path(req.dest).expanduser() if req.dest else default_dest(pulls_dir, spec.name, req.run_id, req.root)
+    live = await live_state(host, spec, req.run_id) if req.run_id else None
+    if live is not None:  # its outputs are still being written: verifying now proves nothing, and writes nothing
+        return _still_running(spec, req, dest, live)
     state = load_state(dest)
     if state is None or state.phase == "verified" or state.root != req.root or state.roster != req.patterns():
         state = _new_round(state, req, spec.name)
@@ -130,11 +139,12 @@ async def _hashing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullSt
         return 0
     rows = _manifest_rows(state, listing, got, err)
     manifest = build_manifest(spec.name, req.root, req.roster, req.run_id, listing.hasher, sorted(rows))
-    name = await write_manifest(host, listing.abs_root, job, manifest)
+    path = await write_manifest(host, listing.abs_root, job, manifest,
+                                manifest_path(spec.durable_root, req.run_id, listing.abs_root))
     data = manifest.canonical()
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / name).write_bytes(data)
-    state.manifest = PulledManifest(name=name, sha256=sha256_hex(data), content=manifest)
+    (dest / LOCAL_MANIFEST).write_bytes(data)
+    state.manifest = PulledManifest(name=LOCAL_MANIFEST, path=path, sha256=sha256_hex(data), content=manifest)
     state.phase = "pulling"
     return 0
 
@@ -190,7 +200,7 @@ def _result(spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, tr
     return VerifyResult(
         host=spec.name, root=req.root, dest=str(dest), done=verified, phase=state.phase,
         passed=state.passed if verified else None,
-        manifest=f"{state.listed().abs_root}/{manifest.name}" if manifest else None,
+        manifest=(manifest.path or f"{state.listed().abs_root}/{manifest.name}") if manifest else None,
         manifest_sha256=manifest.sha256 if manifest else None, verified_path=state.verified_path,
         files_total=len(files), files_done=len(done_files), bytes_total=sum(mf.bytes for mf in files),
         bytes_done=sum(mf.bytes for mf in done_files), bytes_transferred=transferred,
@@ -198,6 +208,13 @@ def _result(spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, tr
         verdicts=list(state.checks.values())[:MAX_LISTED], cells=_cells(req, state),
         next_step=_next_step(verified, state),
     )
+
+
+def _still_running(spec: HostSpec, req: VerifyRequest, dest: Path, live: RunState) -> VerifyResult:
+    return VerifyResult(
+        host=spec.name, root=req.root, dest=str(dest), done=False, phase="run_live", passed=None,
+        next_step=(f"still running: run {req.run_id} is {live.status}, so its outputs may still change. Verify "
+                   "after it ends (wait_for_run blocks until it does; cancel_run stops it). Nothing was written."))
 
 
 def _cells(req: VerifyRequest, state: PullState) -> CellsReport | None:

@@ -95,17 +95,17 @@ def recorded_pid(run: LaunchResult) -> int:
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
-async def test_cancel_stops_the_whole_process_group_and_the_run_reads_as_ended(job_box: Box, engine: str) -> None:
+async def test_cancel_stops_the_whole_process_group_and_the_run_reads_as_cancelled(job_box: Box, engine: str) -> None:
     run = await start(job_box, "sleep 300 & sleep 300; wait", engine)
     pgid = recorded_pid(run)
     assert group_alive(pgid)
-    state = await cancel_run(job_box.host, job_box.spec, run.run_id)
-    assert state.status == "lost" and state.exit_code is None  # ended: no live wrapper, no exit code
+    result = await cancel_run(job_box.host, job_box.spec, run.run_id, by="test")
+    assert result.changed and result.state.status == "cancelled" and result.state.exit_code is None
     await until(lambda: not group_alive(pgid), what="the run's process group to be gone")
     if engine == "tmux":
         assert run.tmux_session and not tmux_session_exists(run.tmux_session)
     (again,) = await ENGINES[engine].status(job_box.host, [f"{job_box.spec.durable_root}/.rgt/runs/{run.run_id}"])
-    assert again.status == "lost"
+    assert again.status == "cancelled"
 
 
 async def test_cancelling_a_run_that_is_not_there_is_not_found(job_box: Box) -> None:

@@ -119,7 +119,12 @@ async def test_a_live_run_blocks_the_plan_and_a_confirm(rig, client) -> None:
     assert "G1 no live run" in text and run["run_id"] in text and "nothing was executed" in text
     again = await plan_of(client)
     assert again["ready"] is False and "G1" in again["unmet"][0]
-    os.killpg(int((Path(run["run_dir"]) / "pid").read_text()), 9)
+    assert "cancel_run" in again["unmet"][0] and "cancel_run" in again["next_step"]
+    assert "allow_unverified does not lift G1" in again["next_step"]
+    stopped = structured(await client.call_tool("cancel_run", {"host": "pod", "run_id": run["run_id"], "grace_s": 1}))
+    assert stopped["state"]["status"] == "cancelled"
+    after = await plan_of(client)
+    assert next(g for g in after["gates"] if g["id"] == "G1")["state"] == "pass"
 
 
 async def test_a_finished_run_never_verified_blocks_teardown(rig, client) -> None:

@@ -1,5 +1,5 @@
 """The on-box scripts behind the manifest (scripts/verify_*.sh), run for real on LocalHost and
-over the test sshd: the listing, each hasher, and the never-overwriting manifest write."""
+over the test sshd: the listing, each hasher, and the manifest write (one per run, replaced atomically)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import (
     build_manifest,
     list_root,
+    manifest_path,
     poll_hashing,
     start_hashing,
     write_manifest,
@@ -72,15 +73,22 @@ async def test_every_hasher_gives_the_sha256_of_each_file(any_host: Host, tmp_pa
     assert sizes == ({p: len(b) for p, b in files.items()} if hasher == "python-hashlib" else dict.fromkeys(files))
 
 
-async def test_a_manifest_is_written_beside_the_data_and_never_overwritten(any_host: Host, tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text("{}")
-    names = []
+async def test_a_manifest_is_kept_one_per_run_in_the_state_dir_and_replaced_atomically(any_host: Host,
+                                                                                        tmp_path: Path) -> None:
+    data, state = tmp_path / "data", tmp_path / "durable"
+    data.mkdir()
+    (data / "a.json").write_text("{}")
+    paths = []
     for n in (1, 2):
         job = f"job{n}"
-        (tmp_path / f".rgt-hash-{job}").mkdir()
-        m = build_manifest("box", str(tmp_path), ["a.json"], f"run-{n}", "python-hashlib", [("a.json", 2, "0" * 64)])
-        names.append(await write_manifest(any_host, str(tmp_path), job, m))
-        assert (tmp_path / names[-1]).read_bytes() == m.canonical()
-        assert not (tmp_path / f".rgt-hash-{job}").exists(), "the job directory is cleaned up"
-    assert names == ["PULL_MANIFEST.json", "PULL_MANIFEST.2.json"]
-    assert b'"run-1"' in (tmp_path / "PULL_MANIFEST.json").read_bytes()
+        (data / f".rgt-hash-{job}").mkdir()
+        m = build_manifest("box", str(data), ["a.json"], "run-1", "python-hashlib", [("a.json", 2, str(n) * 64)])
+        target = manifest_path(str(state), "run-1", str(data))
+        paths.append(await write_manifest(any_host, str(data), job, m, target))
+        assert Path(paths[-1]).read_bytes() == m.canonical()
+        assert not (data / f".rgt-hash-{job}").exists(), "the job directory is cleaned up"
+    assert paths == [str(state / ".rgt" / "manifests" / "run-1.json")] * 2  # the second round replaced the first
+    assert sorted(p.name for p in data.iterdir()) == ["a.json"]  # nothing beside the user's data
+    assert sorted(p.name for p in (state / ".rgt" / "manifests").iterdir()) == ["run-1.json"]  # no tmp left
+    assert manifest_path(str(state), None, str(data)) != manifest_path(str(state), None, str(tmp_path))
+    assert "/.rgt/manifests/_" in manifest_path(str(state), "../x", str(data))  # a label never escapes

@@ -31,7 +31,9 @@ async def test_a_roster_with_a_200_mb_file_pulls_and_verifies(results, client, e
     assert verified["passed"] and verified["manifest_sha256"] == r["manifest_sha256"]
     assert set(verified["files"]) == {"seed1/metrics.json", "seed1/best.pth", "seed1/big.npy",
                                       "seed1/weights.safetensors", "train.csv"}
-    on_box = json.loads((results / "PULL_MANIFEST.json").read_text())
+    assert not (results / "PULL_MANIFEST.json").exists()  # nothing written beside the user's data
+    assert r["manifest"].startswith(str(results.parent.parent / ".rgt" / "manifests") + "/")
+    on_box = json.loads(Path(r["manifest"]).read_text())
     assert on_box["roster"] == ["seed1/*", "train.csv"] and on_box["hasher"] == "python-hashlib"
     local = Path(r["dest"]) / "seed1" / "big.npy"
     assert local.read_bytes() == big.read_bytes()
@@ -91,8 +93,8 @@ async def test_a_locally_truncated_file_is_caught_and_pulled_again(results, clie
     assert [f["path"] for f in changed] == ["seed1/best.pth"] and "size differs" in changed[0]["message"]
     assert again["passed"] and local.read_bytes() == (results / "seed1" / "best.pth").read_bytes()
     assert again["bytes_transferred"] == local.stat().st_size, "only the damaged file travels again"
-    assert again["manifest"].endswith("PULL_MANIFEST.2.json"), "a new round never overwrites the first manifest"
-    assert (results / "PULL_MANIFEST.json").exists()
+    assert again["manifest"] == first["manifest"], "one manifest per run (here: per root), replaced by a new round"
+    assert not list(results.glob("PULL_MANIFEST*.json"))
 
 
 async def test_a_tiny_budget_returns_not_done_and_later_calls_finish(results, client) -> None:

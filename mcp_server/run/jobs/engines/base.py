@@ -23,6 +23,8 @@ from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
 # The engine of a run whose run.json names none (written by hand or by an older version).
 DEFAULT_ENGINE = "shell"
 _NO_RUN_DIR = 3  # job_cancel.sh: the run dir does not exist
+# Seconds a run gets after each signal of a cancel before the next (TERM, then KILL).
+DEFAULT_GRACE_S = 5.0
 
 
 class ListedRun(BaseModel):
@@ -59,8 +61,11 @@ class JobEngine(Protocol):
         """Where the run's output is written."""
         ...
 
-    async def cancel(self, host: Host, run_dir: str) -> None:
-        """Stop the run: TERM to its whole process group, grace, then KILL."""
+    async def cancel(self, host: Host, run_dir: str, *, signal_first: str | None = None,
+                     grace_s: float = DEFAULT_GRACE_S) -> None:
+        """Stop the run: `signal_first` (a signal name such as USR1, so the job checkpoints) when
+        given, then TERM, to its whole process group, each followed by up to `grace_s` of grace,
+        then KILL. The caller has checked that the run is live and recorded why it stops."""
         ...
 
     async def list(self, host: Host, durable_root: str, limit: int) -> list[ListedRun]:
@@ -96,11 +101,13 @@ class RunDirEngine:
     def log_path(self, run_dir: str) -> str:
         return f"{run_dir}/log"
 
-    async def cancel(self, host: Host, run_dir: str) -> None:
+    async def cancel(self, host: Host, run_dir: str, *, signal_first: str | None = None,
+                     grace_s: float = DEFAULT_GRACE_S) -> None:
         job = self.job_name(PurePosixPath(run_dir).name) or ""
-        script = job_script("job_cancel", path_word(run_dir, "run dir"), quote(job),
-                            libraries=(STATE_FUNCS, scripts.load(self.library)))
-        res = await host.run(script, timeout=20)
+        tenths = str(max(1, round(grace_s * 10)))
+        script = job_script("job_cancel", path_word(run_dir, "run dir"), quote(job), quote(signal_first or ""),
+                            quote(tenths), libraries=(STATE_FUNCS, scripts.load(self.library)))
+        res = await host.run(script, timeout=2 * grace_s + 20)
         if res.exit_status == _NO_RUN_DIR:
             raise NotFoundError("no such run dir on this box", host=host.name, path=run_dir,
                                 next_step="list_runs shows the runs on the box")

@@ -1,0 +1,83 @@
+"""cancel_run and wait_for_run tool adapters: stop a live run; wait, bounded, for one to change."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_run
+from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
+from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
+from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, READ_ONLY, app_of, tool_errors
+
+HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+RunIdArg = Annotated[str, Field(description="run id from launch_detached or list_runs")]
+ReasonArg = Annotated[str | None, Field(
+    description="why the run is stopped (kept in the run dir's `cancelled` file and the ledger)", max_length=500)]
+SignalFirstArg = Annotated[FirstSignal | None, Field(
+    description="a signal sent to the run's process group before TERM, e.g. USR1 so the job checkpoints")]
+GraceArg = Annotated[float, Field(description="seconds the run gets after each signal before the next (TERM, KILL)",
+                                  ge=0.1, le=MAX_GRACE_S)]
+TimeoutArg = Annotated[float, Field(
+    description="longest wait in seconds; past about 60 s only with a client that keeps a call alive on progress",
+    ge=1, le=MAX_WAIT_S)]
+
+
+def _who(ctx: Context[Any, Any]) -> str:
+    """The MCP client that asked (its own name for itself) and the user the server runs as."""
+    params = ctx.session.client_params
+    client = params.client_info.name if params is not None else "an MCP client"
+    return f"{client} via {getpass.getuser()}@{socket.gethostname()}"
+
+
+def _register_cancel_run(server: MCPServer) -> None:
+    @server.tool(name="cancel_run", annotations=DESTRUCTIVE_IDEMPOTENT)
+    async def cancel_run_tool(
+        ctx: Context, run_id: RunIdArg, host: HostArg = "local", reason: ReasonArg = None,
+        signal_first: SignalFirstArg = None, grace_s: GraceArg = DEFAULT_GRACE_S,
+    ) -> CancelResult:
+        """Stop a live run: its whole process group gets signal_first (optional), TERM, grace, then KILL.
+
+        Records who, when and why in the run dir (`cancelled`, written atomically before any
+        signal) and the ledger; the run then reads `cancelled` in tail_logs, list_runs and
+        wait_for_run, never failed or lost. A run that has already ended is left as it is:
+        changed=false says so. Its files (log, checkpoints) stay on the box.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            return await cancel_run(await app.pool.host(spec), spec, run_id, by=_who(ctx), reason=reason,
+                                    signal_first=signal_first, grace_s=grace_s, ledger=app.ledger)
+
+
+def _register_wait_for_run(server: MCPServer) -> None:
+    @server.tool(name="wait_for_run", annotations=READ_ONLY)
+    async def wait_for_run_tool(
+        ctx: Context, run_id: RunIdArg, host: HostArg = "local", timeout_s: TimeoutArg = DEFAULT_WAIT_S,
+    ) -> WaitResult:
+        """Wait until a run changes state or ends, at most timeout_s; then say where it stands.
+
+        Returns as soon as the run ends (final state, exit code, failure signatures) or its state
+        changes (queued -> running); otherwise, at the bound, "still running, call again" with
+        log_offset for tail_logs. Sends progress (elapsed, state, the log's last line) at least
+        every 15 s when the client asked for progress. Cancelling the call stops only the wait.
+        """
+        app = app_of(ctx)
+
+        async def progress(elapsed: float, message: str) -> None:
+            await ctx.report_progress(elapsed, timeout_s, app.redactor.scrub(message))
+
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            return await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,
+                                      timeout_s=timeout_s, progress=progress)
+
+
+def register(server: MCPServer) -> None:
+    _register_cancel_run(server)
+    _register_wait_for_run(server)
