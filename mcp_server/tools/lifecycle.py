@@ -47,6 +47,7 @@ def _register_cancel_run(server: MCPServer) -> None:
         signal) and the ledger; the run then reads `cancelled` in tail_logs, list_runs and
         wait_for_run, never failed or lost. A run that has already ended is left as it is:
         changed=false says so. Its files (log, checkpoints) stay on the box.
+        See references://run-remote/monitoring#lifecycle.
         """
         app = app_of(ctx)
         with tool_errors(app):
@@ -66,6 +67,7 @@ def _register_wait_for_run(server: MCPServer) -> None:
         changes (queued -> running); otherwise, at the bound, "still running, call again" with
         log_offset for tail_logs. Sends progress (elapsed, state, the log's last line) at least
         every 15 s when the client asked for progress. Cancelling the call stops only the wait.
+        See references://run-remote/monitoring#lifecycle.
         """
         app = app_of(ctx)
 

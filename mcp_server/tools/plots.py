@@ -123,6 +123,7 @@ def register(server: MCPServer) -> None:
         metrics.jsonl / metrics.csv / progress.csv in the run dir or its workdir; x is the
         line's step (or epoch) when it has one. Several runs overlay with a legend. Without
         matplotlib the numbers still come back with how to install it.
+        See references://run-remote/monitoring#lifecycle.
         """
         app = app_of(ctx)
         with tool_errors(app):
