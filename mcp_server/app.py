@@ -9,6 +9,7 @@ from mcp_server.hosts.pool import HostPool
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.settings import Settings
+from mcp_server.statedir import secure_state
 
 
 class App:
@@ -27,6 +28,7 @@ class App:
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
+            secure_state(self.settings.home, [self.settings.known_hosts_path])
             self._ledger = Ledger.open(self.settings.ledger_path, self.redactor)
         return self._ledger
 
