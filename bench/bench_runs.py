@@ -31,7 +31,7 @@ def write_log(path, size: int) -> None:
 async def main() -> None:
     b = Bench()
     try:
-        small, big = b.root / "small.log", b.root / "big.log"
+        small, big = b.durable / "small.log", b.durable / "big.log"  # tail_logs reads under the roots only
         write_log(small, 1 << 20)
         write_log(big, 2 << 30)
         app = App(Settings.from_env())

@@ -4,13 +4,32 @@
 # reads the whole log. Needs job_state.sh.
 # $1 log file  $2 run dir ("" for a bare log path)  $3 start offset ("": the last $4 bytes)
 # $4 window bytes  $5 nonce for the section markers  $6 signature tail bytes
+# $7... the roots a log may be read under (the durable and scratch roots)
 f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6
+shift 6
 if [ -n "$run" ]; then
   [ -d "$run" ] || { echo RGT-NORUN; exit 0; }
   st=$(rgt_state "$run"); printf 'state=%s\n' "$(printf %s "$st" | tr '\t' '|')"
   case "$st" in gone*) rgt_lost_facts "$run";; esac
   printf 'runjson=%s\n' "$(head -c 65536 "$run/run.json" 2>/dev/null | base64 | tr -d '\n')"
 fi
+# Confinement: the log is read by its resolved path, which must lie under one of the roots and
+# match no credential pattern (a symlink cannot point the read at ~/.ssh or /etc/shadow).
+real=$(readlink -f -- "$f" 2>/dev/null) || real=
+if [ -z "$real" ] || [ ! -e "$real" ]; then echo RGT-NOLOG; exit 0; fi
+case $real in
+  */.ssh/*|*/.gnupg/*|*/.aws/*|*/.azure/*|*/.kube/*|*/.config/gcloud/*|*/.docker/config.json|*/.netrc|\
+  */.git-credentials|*/.pgpass|*.pem|*.key|*/id_rsa*|*/id_dsa*|*/id_ecdsa*|*/id_ed25519*|/etc/shadow*|\
+  /etc/gshadow*|/etc/sudoers*|/proc/*|/sys/*|/dev/*)
+    printf 'RGT-DENIED %s\n' "$real"; exit 0;;
+esac
+inside=
+for r in "$@"; do
+  rr=$(readlink -f -- "$r" 2>/dev/null) || continue
+  case $real in "$rr"/*) inside=1;; esac
+done
+[ -n "$inside" ] || { printf 'RGT-OUTSIDE %s\n' "$real"; exit 0; }
+f=$real
 sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || { echo RGT-NOLOG; exit 0; }
 size=${sm% *}
 printf 'size=%s\nmtime=%s\nnow=%(%s)T\n' "$size" "${sm#* }" -1

@@ -67,7 +67,9 @@ StartIndexArg = Annotated[int, Field(
 
 # tail_logs
 RunIdArg = Annotated[str | None, Field(description="run id from launch_detached or list_runs")]
-PathArg = Annotated[str | None, Field(description="or any log file on the box (absolute or ~/...)")]
+PathArg = Annotated[str | None, Field(
+    description="or a log file under the box's durable or scratch root (absolute or ~/...); credential files "
+    "are never read", max_length=4096)]
 OffsetArg = Annotated[int | None, Field(
     description="byte offset to read from: pass the previous next_offset", ge=0)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]

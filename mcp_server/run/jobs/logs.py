@@ -59,10 +59,34 @@ def utf8_safe_len(data: bytes) -> int:
     return n
 
 
-def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str) -> str:
+def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str,
+            roots: list[str]) -> str:
     start = "" if offset is None else str(int(offset))
     return job_script("job_tail", log_word, run_dir_word or quote(""), quote(start), quote(str(int(max_bytes))),
-                      quote(nonce), quote(str(SIGNATURE_TAIL)))
+                      quote(nonce), quote(str(SIGNATURE_TAIL)), *roots)
+
+
+def log_roots(spec: HostSpec) -> list[str]:
+    """Where tail_logs may read on this box: the durable and scratch roots (run dirs live under
+    the durable root). Anything else, and credential files anywhere, is refused."""
+    return [path_word(r, "log root") for r in dict.fromkeys((spec.durable_root, spec.scratch_root))]
+
+
+def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
+    """Raise when the box refused the read (the script's RGT-DENIED / RGT-OUTSIDE line)."""
+    marks = ("RGT-DENIED ", "RGT-OUTSIDE ")
+    lines = [ln for ln in head.decode("utf-8", "replace").splitlines() if ln.startswith(marks)]
+    if not lines:
+        return
+    kind, _, real = lines[0].partition(" ")
+    if kind == "RGT-DENIED":
+        raise InputError("refused: that file holds credentials (keys, tokens, password hashes); tail_logs never "
+                         "reads it", observed=asked if real == asked else f"{asked} -> {real}",
+                         next_step="tail a run by run_id, or a training log under the durable or scratch root")
+    if kind == "RGT-OUTSIDE":
+        raise InputError("refused: the log is outside the roots tail_logs reads", observed=real,
+                         expected=f"under {spec.durable_root} or {spec.scratch_root}",
+                         next_step="tail the run by run_id, or write the log under one of those roots")
 
 
 def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
@@ -98,10 +122,12 @@ async def tail_logs(
     log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
     nonce = _secrets.token_hex(8)
     res = await host.run(_script(log_word, run_dir, None if (lines or offset is None) else offset,
-                                 max_bytes, nonce), timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
+                                 max_bytes, nonce, log_roots(spec)),
+                         timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
                             path=spec.durable_root, next_step="list_runs shows the runs on the box")
+    _refusal(res.stdout.partition(f"@@W{nonce}".encode())[0], spec, path or f"run {run_id}")
     if b"RGT-NOLOG" in res.stdout.partition(f"@@W{nonce}".encode())[0]:
         raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
     kv, window, tail = _split(res.stdout, nonce)

@@ -170,7 +170,8 @@ async def test_a_rotated_log_is_reported_and_read_from_zero(ssh_box, client) -> 
 
 
 async def test_a_bare_path_can_be_tailed_without_a_run(ssh_box, client, tmp_path) -> None:
-    f = tmp_path / "train.log"
+    f = ssh_box / "logs" / "train.log"
+    f.parent.mkdir()
     f.write_text("epoch 3/10 loss 0.41\n")
     t = structured(await client.call_tool("tail_logs", {"host": "gpu1", "path": str(f)}))
     assert t["state"] is None and t["progress"] == "epoch 3/10 loss 0.41"

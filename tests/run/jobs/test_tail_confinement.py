@@ -1,0 +1,78 @@
+"""Security: tail_logs (read-only, so clients auto-approve it) reads only logs under the box's
+durable and scratch roots, never a credential file, and a symlink cannot lead it elsewhere —
+on the local box (the user's own machine) and over the test sshd."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import error_text, structured
+from tests.run.jobs.conftest import Box
+
+SECRET = "BEGIN-OPENSSH-PRIVATE-KEY-canary-5f1e"
+
+
+async def _tail_path(client, path: str) -> str:
+    res = await client.call_tool("tail_logs", {"host": "gpu1", "path": path})
+    assert res.is_error, structured(res)
+    text = error_text(res)
+    assert SECRET not in text
+    return text
+
+
+async def test_security_tail_logs_refuses_a_file_outside_the_roots(durable_box: Box, client, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.log"
+    outside.write_text(SECRET + "\n")
+    text = await _tail_path(client, str(outside))
+    assert "[BAD_INPUT]" in text and "outside the roots" in text and str(durable_box.durable) in text
+
+
+async def test_security_tail_logs_refuses_system_secrets(durable_box: Box, client) -> None:
+    text = await _tail_path(client, "/etc/shadow")
+    assert "holds credentials" in text
+
+
+async def test_security_tail_logs_refuses_a_private_key_even_under_a_root(durable_box: Box, client) -> None:
+    key = durable_box.durable / "home" / ".ssh" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text(SECRET + "\n")
+    text = await _tail_path(client, str(key))
+    assert "holds credentials" in text
+
+
+@pytest.mark.parametrize("target", ["outside", "key"])
+async def test_security_a_symlink_under_a_root_cannot_lead_the_read_out(durable_box: Box, client, tmp_path: Path,
+                                                                        target: str) -> None:
+    if target == "outside":
+        dest = tmp_path / "private.txt"
+    else:
+        dest = tmp_path / ".ssh" / "id_rsa"
+        dest.parent.mkdir()
+    dest.write_text(SECRET + "\n")
+    link = durable_box.durable / "train.log"
+    link.symlink_to(dest)
+    text = await _tail_path(client, str(link))
+    assert str(dest) in text
+
+
+async def test_security_a_run_log_symlinked_to_a_key_is_refused(durable_box: Box, client, tmp_path: Path) -> None:
+    res = structured(await client.call_tool("launch_detached", {"host": "gpu1", "command": "echo hi", "probe_s": 3}))
+    run = res["outcomes"][0]["launch"]
+    key = tmp_path / ".ssh" / "id_ecdsa"
+    key.parent.mkdir()
+    key.write_text(SECRET + "\n")
+    log = Path(run["run_dir"]) / "log"
+    log.unlink()
+    log.symlink_to(key)
+    res2 = await client.call_tool("tail_logs", {"host": "gpu1", "run_id": run["run_id"]})
+    assert res2.is_error and SECRET not in error_text(res2) and "holds credentials" in error_text(res2)
+
+
+async def test_a_log_under_the_scratch_or_durable_root_is_read(durable_box: Box, client) -> None:
+    f = durable_box.durable / "exp" / "train.log"
+    f.parent.mkdir()
+    f.write_text("step=10 loss=0.5\n")
+    t = structured(await client.call_tool("tail_logs", {"host": "gpu1", "path": str(f)}))
+    assert "loss=0.5" in t["text"]
