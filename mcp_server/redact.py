@@ -28,6 +28,33 @@ class Redactor:
             return text
         return self._pattern.sub(MASK, text)
 
+    @property
+    def margin(self) -> int:
+        """Bytes of context a window needs on each side to see every secret that straddles its edge."""
+        return max((len(v.encode()) for v in self._values), default=1) - 1
+
+    def scrub_window(self, before: bytes, window: bytes, after: bytes) -> str:
+        """Scrub `window`, a slice of a longer byte stream, seeing `margin` bytes around it: the part
+        of a secret that straddles an edge is masked too, so stepping small windows across a
+        secret never rebuilds it."""
+        if not self._values:
+            return window.decode("utf-8", "replace")
+        whole, lo, hi = before + window + after, len(before), len(before) + len(window)
+        spans = []
+        for v in self._values:
+            b, i = v.encode(), whole.find(v.encode())
+            while i != -1:
+                if i < hi and i + len(b) > lo:
+                    spans.append((max(i, lo), min(i + len(b), hi)))
+                i = whole.find(b, i + 1)
+        out, pos = [], lo
+        for s, e in sorted(spans):
+            if e > pos:
+                out += [whole[pos:max(s, pos)].decode("utf-8", "replace"), MASK]
+                pos = e
+        out.append(whole[pos:hi].decode("utf-8", "replace"))
+        return "".join(out)
+
     def scrub_obj(self, obj: Any) -> Any:
         """Scrub every string inside a JSON-like structure."""
         if self._pattern is None:

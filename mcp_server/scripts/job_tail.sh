@@ -4,9 +4,10 @@
 # reads the whole log. Needs job_state.sh.
 # $1 log file  $2 run dir ("" for a bare log path)  $3 start offset ("": the last $4 bytes)
 # $4 window bytes  $5 nonce for the section markers  $6 signature tail bytes
-# $7... the roots a log may be read under (the durable and scratch roots)
-f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6
-shift 6
+# $7 margin: bytes of context sent before and after the window, so a secret straddling its edge is
+# masked too   $8... the roots a log may be read under (the durable and scratch roots)
+f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6 margin=$7
+shift 7
 if [ -n "$run" ]; then
   [ -d "$run" ] || { echo RGT-NORUN; exit 0; }
   st=$(rgt_state "$run"); printf 'state=%s\n' "$(printf %s "$st" | tr '\t' '|')"
@@ -40,6 +41,9 @@ printf 'start=%s\nlen=%s\n' "$start" "$len"
 rd() { dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
   || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }
 printf '@@W%s\n' "$nonce"; [ "$len" -gt 0 ] && rd "$start" "$len"
+end=$((start + len)); al=$(( size - end < margin ? size - end : margin )); bl=$(( start < margin ? start : margin ))
+printf '@@A%s\n' "$nonce"; [ "$al" -gt 0 ] && rd "$end" "$al"
+printf '@@B%s\n' "$nonce"; [ "$bl" -gt 0 ] && rd $((start - bl)) "$bl"
 printf '@@T%s\n' "$nonce"
 ts=$(( size > sig_tail ? size - sig_tail : 0 ))
 if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets as _secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
@@ -26,6 +27,9 @@ from mcp_server.settings import OUTPUT_CAP_BYTES
 MAX_WINDOW = 256 * 1024
 SIGNATURE_TAIL = 64 * 1024
 DEFAULT_STALL_S = 900
+# Context read around a window so a secret straddling its edge is masked; at least this much,
+# since a fresh server learns a run's secrets from run.json in the same round trip.
+MIN_MARGIN = 256
 
 
 class TailResult(BaseModel):
@@ -60,10 +64,10 @@ def utf8_safe_len(data: bytes) -> int:
 
 
 def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str,
-            roots: list[str]) -> str:
+            margin: int, roots: list[str]) -> str:
     start = "" if offset is None else str(int(offset))
     return job_script("job_tail", log_word, run_dir_word or quote(""), quote(start), quote(str(int(max_bytes))),
-                      quote(nonce), quote(str(SIGNATURE_TAIL)), *roots)
+                      quote(nonce), quote(str(SIGNATURE_TAIL)), quote(str(margin)), *roots)
 
 
 def log_roots(spec: HostSpec) -> list[str]:
@@ -89,10 +93,23 @@ def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
                          next_step="tail the run by run_id, or write the log under one of those roots")
 
 
-def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
-    w, t, e = (f"@@{c}{nonce}\n".encode() for c in "WTE")
+@dataclass(frozen=True)
+class _Read:
+    """The script's byte sections: the window, the context around it (for redaction) and the
+    log's last bytes (for the signatures)."""
+
+    window: bytes
+    before: bytes
+    after: bytes
+    tail: bytes
+
+
+def _split(out: bytes, nonce: str) -> tuple[dict[str, str], _Read]:
+    w, a, b, t, e = (f"@@{c}{nonce}\n".encode() for c in "WABTE")
     head, _, rest = out.partition(w)
-    window, _, rest = rest.partition(t)
+    window, _, rest = rest.partition(a)
+    after, _, rest = rest.partition(b)
+    before, _, rest = rest.partition(t)
     tail, _, _ = rest.partition(e)
     kv: dict[str, str] = {}
     dmesg = []
@@ -103,7 +120,7 @@ def _split(out: bytes, nonce: str) -> tuple[dict[str, str], bytes, bytes]:
         elif sep:
             kv[k] = v
     kv["_dmesg"] = "\n".join(dmesg)
-    return kv, window, tail
+    return kv, _Read(window, before, after, tail)
 
 
 async def tail_logs(
@@ -122,7 +139,7 @@ async def tail_logs(
     log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
     nonce = _secrets.token_hex(8)
     res = await host.run(_script(log_word, run_dir, None if (lines or offset is None) else offset,
-                                 max_bytes, nonce, log_roots(spec)),
+                                 max_bytes, nonce, max(redactor.margin, MIN_MARGIN), log_roots(spec)),
                          timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
@@ -130,9 +147,9 @@ async def tail_logs(
     _refusal(res.stdout.partition(f"@@W{nonce}".encode())[0], spec, path or f"run {run_id}")
     if b"RGT-NOLOG" in res.stdout.partition(f"@@W{nonce}".encode())[0]:
         raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
-    kv, window, tail = _split(res.stdout, nonce)
+    kv, read = _split(res.stdout, nonce)
     _learn_secrets(kv.get("runjson", ""), redactor)
-    return _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, window, tail,
+    return _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, read,
                    lines, stall_s, redactor)
 
 
@@ -143,15 +160,23 @@ def _learn_secrets(runjson_b64: str, redactor: Redactor) -> None:
             redactor.add(os.environ[n])
 
 
-def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], window: bytes, tail: bytes,
-            lines: int | None, stall_s: float, redactor: Redactor) -> TailResult:
-    size, start = int(kv.get("size", "0")), int(kv.get("start", "0"))
-    keep = utf8_safe_len(window) or len(window)
-    window = window[:keep]
+def _cut(read: _Read, start: int, lines: int | None) -> tuple[int, bytes, bytes, bytes]:
+    """The window as returned (whole UTF-8 characters; its last `lines` lines when asked), its
+    start offset, and the bytes before and after it."""
+    keep = utf8_safe_len(read.window) or len(read.window)
+    window, before, after = read.window[:keep], read.before, read.window[keep:] + read.after
     if lines is not None:
         kept = b"".join(window.splitlines(keepends=True)[-lines:])
-        start += len(window) - len(kept)
-        window = kept
+        dropped = len(window) - len(kept)
+        start, before, window = start + dropped, before + window[:dropped], kept
+    return start, window, before, after
+
+
+def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], read: _Read,
+            lines: int | None, stall_s: float, redactor: Redactor) -> TailResult:
+    size = int(kv.get("size", "0"))
+    start, window, before, after = _cut(read, int(kv.get("start", "0")), lines)
+    tail = read.tail
     next_offset = start + len(window)
     state = None
     if run_id is not None and "state" in kv:
@@ -164,7 +189,7 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], w
     if state is not None and state.status == "running" and age is not None and age > stall_s:
         stall = (f"the log has not grown for {age / 60:.0f} min while the process is alive: hung, stuck on data, "
                  "or block-buffered stdout (PYTHONUNBUFFERED/python -u); check GPU utilisation and checkpoint mtimes")
-    text = redactor.scrub(window.decode("utf-8", "replace"))
+    text = redactor.scrub_window(before, window, after)
     scan_text = redactor.scrub((tail or window).decode("utf-8", "replace"))
     hits = {h.id: h for h in scan(scan_text) + (scan(text) if tail else [])}
     return TailResult(

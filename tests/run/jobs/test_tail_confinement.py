@@ -76,3 +76,26 @@ async def test_a_log_under_the_scratch_or_durable_root_is_read(durable_box: Box,
     f.write_text("step=10 loss=0.5\n")
     t = structured(await client.call_tool("tail_logs", {"host": "gpu1", "path": str(f)}))
     assert "loss=0.5" in t["text"]
+
+
+async def test_security_stepping_small_windows_across_a_secret_never_rebuilds_it(durable_box: Box, client,
+                                                                                 monkeypatch) -> None:
+    import os
+
+    from tests.run.jobs.test_launch import launch, wait_status
+
+    secret = "sk-live-Straddle" + os.urandom(6).hex()
+    monkeypatch.setenv("WANDB_API_KEY", secret)
+    run = await launch(client, command='echo "pre $WANDB_API_KEY post"', secret_env=["WANDB_API_KEY"], probe_s=1)
+    done = await wait_status(client, run["run_id"], {"succeeded"})
+    seen = []
+    for step in (4, 9):
+        offset = 0
+        while offset < done["size"]:
+            t = structured(await client.call_tool("tail_logs", {"host": "gpu1", "run_id": run["run_id"],
+                                                                "offset": offset, "max_bytes": step}))
+            seen.append(t["text"])
+            offset = t["next_offset"]
+        rebuilt = "".join(seen[-(done["size"] // step + 2):])
+        assert secret[:6] not in rebuilt and secret[-6:] not in rebuilt, rebuilt
+    assert all(secret not in s for s in seen)
