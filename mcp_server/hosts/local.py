@@ -19,6 +19,23 @@ from mcp_server.hosts.streams import read_capped
 from mcp_server.settings import COMMAND_TIMEOUT_S
 
 _KILL_GRACE_S = 2.0
+# What a command on the local box (and so a job launched there) inherits from the server's
+# environment: what a shell and a training job need, nothing else. The server's environment
+# holds platform API keys and every secret an MCP client config passes; a job gets only the
+# secrets its launch names (secret_env, on stdin).
+_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONPATH", "SLURM_CONF", "KUBECONFIG", "RGT_MACHINE_ID",
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "HF_HOME", "HF_ENDPOINT", "HF_HUB_CACHE", "TORCH_HOME", "PIP_INDEX_URL",
+})
+_ENV_PREFIXES = ("LC_", "XDG_", "CUDA_", "NVIDIA_", "CONDA_")
+
+
+def box_env(server_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed part of the server's environment that local commands see."""
+    env = os.environ if server_env is None else server_env
+    return {k: v for k, v in env.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -56,6 +73,7 @@ class LocalHost:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                env=box_env(),
             )
         except OSError as exc:
             raise TransportError("could not start a local shell", host=self.name, observed=str(exc)) from exc
