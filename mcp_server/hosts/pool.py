@@ -80,6 +80,11 @@ class HostPool:
             Destination.parse(name)  # validates; raises InputError with the accepted forms
             spec = _spec(name, InventoryEntry(destination=name), in_inventory=False)
         if host_key_policy is not None and host_key_policy != spec.host_key_policy:
+            if spec.in_inventory and host_key_policy == "accept-new":
+                raise InputError(
+                    f"the inventory keeps {name!r} on strict host keys; a call may make the policy stricter, "
+                    "never weaker", observed=host_key_policy, expected="strict (or omit host_key_policy)",
+                    next_step=f'set host_key_policy = "accept-new" in [hosts.{name}] if you mean it')
             spec = replace(spec, host_key_policy=host_key_policy)
         return spec
 

@@ -71,7 +71,7 @@ PathArg = Annotated[str | None, Field(
     description="or a log file under the box's durable or scratch root (absolute or ~/...); credential files "
     "are never read", max_length=4096)]
 OffsetArg = Annotated[int | None, Field(
-    description="byte offset to read from: pass the previous next_offset", ge=0)]
+    description="byte offset to read from: pass the previous next_offset", ge=0, le=2**53)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
 LinesArg = Annotated[int | None, Field(description="instead of offset: the last N lines", ge=1, le=5000)]
 StallArg = Annotated[float, Field(

@@ -74,3 +74,20 @@ async def test_accept_new_pins_the_key_then_refuses_a_change(env, own_sshd) -> N
         await changed.run("true")
     assert "CHANGED" in str(info.value)
     assert fingerprint(own_sshd.root / "hostkey.pub") in str(info.value)
+
+
+async def test_security_a_call_cannot_weaken_the_inventorys_host_key_policy(env, box, client) -> None:
+    from tests.conftest import error_text
+
+    env.write_inventory({"gpu1": {"destination": "testbox"}})
+    res = await client.call_tool("audit_box", {"host": "gpu1", "host_key_policy": "accept-new"})
+    text = error_text(res)
+    assert "[BAD_INPUT]" in text and "never weaker" in text and "[hosts.gpu1]" in text
+
+
+async def test_security_a_call_may_make_the_policy_stricter(env, box, client) -> None:
+    from tests.conftest import structured
+
+    env.write_inventory({"gpu1": {"destination": "testbox", "host_key_policy": "accept-new"}})
+    res = structured(await client.call_tool("audit_box", {"host": "gpu1", "host_key_policy": "strict"}))
+    assert res

@@ -30,6 +30,7 @@ DEFAULT_STALL_S = 900
 # Context read around a window so a secret straddling its edge is masked; at least this much,
 # since a fresh server learns a run's secrets from run.json in the same round trip.
 MIN_MARGIN = 256
+MAX_OFFSET = 2**53  # beyond any log; keeps the box's shell arithmetic in range
 
 
 class TailResult(BaseModel):
@@ -133,8 +134,8 @@ async def tail_logs(
         raise InputError("give exactly one of run_id or path", next_step="run_id from launch_detached/list_runs")
     if not 1 <= max_bytes <= MAX_WINDOW:
         raise InputError("max_bytes out of range", observed=max_bytes, expected=f"1..{MAX_WINDOW}")
-    if offset is not None and offset < 0:
-        raise InputError("offset must be >= 0", observed=offset)
+    if offset is not None and not 0 <= offset <= MAX_OFFSET:
+        raise InputError("offset out of range", observed=offset, expected=f"0..{MAX_OFFSET} (a next_offset)")
     run_dir = path_word(run_dir_path(spec.durable_root, check_run_id(run_id)), "run dir") if run_id else None
     log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
     nonce = _secrets.token_hex(8)

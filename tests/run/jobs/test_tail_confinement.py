@@ -99,3 +99,9 @@ async def test_security_stepping_small_windows_across_a_secret_never_rebuilds_it
         rebuilt = "".join(seen[-(done["size"] // step + 2):])
         assert secret[:6] not in rebuilt and secret[-6:] not in rebuilt, rebuilt
     assert all(secret not in s for s in seen)
+
+
+async def test_an_offset_past_any_log_is_refused_before_the_box(durable_box: Box, client) -> None:
+    res = await client.call_tool("tail_logs", {"host": "gpu1", "path": str(durable_box.durable / "x.log"),
+                                               "offset": 2**63})
+    assert "offset" in error_text(res)
