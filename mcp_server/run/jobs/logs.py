@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
+from mcp_server import untrusted
 from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
@@ -38,7 +39,8 @@ class TailResult(BaseModel):
     run_id: str | None
     path: str
     state: RunState | None = Field(description="None when reading a bare path (no run to judge)")
-    text: str = Field(description="the window, exactly as in the file (partial last line kept)")
+    text: str = Field(description="the window as in the file (partial last line kept), secrets masked and "
+                      "terminal escape sequences removed; " + untrusted.NOTE)
     offset: int = Field(description="byte offset where `text` starts")
     next_offset: int = Field(description="pass this as `offset` next time to continue with no gap or overlap")
     size: int
@@ -190,7 +192,7 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], r
     if state is not None and state.status == "running" and age is not None and age > stall_s:
         stall = (f"the log has not grown for {age / 60:.0f} min while the process is alive: hung, stuck on data, "
                  "or block-buffered stdout (PYTHONUNBUFFERED/python -u); check GPU utilisation and checkpoint mtimes")
-    text = redactor.scrub_window(before, window, after)
+    text = untrusted.clean(redactor.scrub_window(before, window, after))
     scan_text = redactor.scrub((tail or window).decode("utf-8", "replace"))
     hits = {h.id: h for h in scan(scan_text) + (scan(text) if tail else [])}
     return TailResult(
