@@ -31,10 +31,14 @@ function held(d,   s) {
   if (!((d, "held") in has)) return ""
   s = substr(first(d "/held"), 1, 500); gsub(/[\t\r]/, " ", s); return "\theld " s
 }
-function state(d,   lsz, lmt, pid, ec, ea, line, q) {
+function orphans(d, pid) {
+  if (!(d in seed) || first(d "/boot_id") != boot) return ""
+  return (pid != "" && (pid in grp)) ? grp[pid] : seed[d]
+}
+function state(d,   lsz, lmt, pid, ec, ea, line, q, o) {
   lsz = ((d, "log") in has) ? size[d, "log"] : "-"; lmt = ((d, "log") in has) ? mt[d, "log"] : "-"
   pid = ((d, "pid") in has) ? first(d "/pid") : ""
-  if ((d, "cancelled") in has && !alive(d, pid, "wrapper.sh")) {
+  if ((d, "cancelled") in has && !alive(d, pid, "wrapper.sh") && orphans(d, pid) == "") {
     ec = ((d, "exit_code") in has) ? first(d "/exit_code") : "-"
     return "cancelled\t" ec "\t" mt[d, "cancelled"] "\t" lsz "\t" lmt
   }
@@ -48,6 +52,8 @@ function state(d,   lsz, lmt, pid, ec, ea, line, q) {
     q = first(d "/queued")
     if (q != "" && alive(q, first(q "/pid"), "queue.sh")) return "queued\t" q "\t-\t" lsz "\t" lmt held(d)
   }
+  o = orphans(d, pid)
+  if (o != "") return "orphaned\t" (pid == "" ? "-" : pid) "\t-\t" lsz "\t" lmt "\t" o
   return "gone\t" (pid == "" ? "-" : pid) "\t-\t" lsz "\t" lmt
 }
 function record(d,   path, l, json, n) {
@@ -56,9 +62,15 @@ function record(d,   path, l, json, n) {
   close(path); return json
 }
 BEGIN {
-  cmd = "ps -ww -eo pid=,stat=,args= 2>/dev/null"
+  cmd = "ps -ww -eo pid=,pgid=,stat=,args= 2>/dev/null"
   while ((cmd | getline l) > 0) {
-    split(l, f, " "); pstat[f[1]] = f[2]; pargs[f[1]] = substr(l, index(l, f[2]) + length(f[2]))
+    split(l, f, " "); pstat[f[1]] = f[3]; pargs[f[1]] = a = substr(l, index(l, " " f[3]) + length(f[3]) + 1)
+    if (f[3] ~ /^Z/) continue
+    c = f[4]; sub(/.*\//, "", c); sep = (f[2] in grp) ? ", " : ""; grp[f[2]] = grp[f[2]] sep f[1] " " c
+    # The shell sourcing cmd.sh names it in its arguments: that run still has a live command.
+    if (match(a, /\/[^\/ ]+\/cmd\.sh/)) {
+      r = substr(a, RSTART + 1, RLENGTH - 8); sep = (r in seed) ? ", " : ""; seed[r] = seed[r] sep f[1] " " c
+    }
   }
   close(cmd)
 }

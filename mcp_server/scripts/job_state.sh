@@ -1,10 +1,11 @@
 #!/bin/sh
 # Library: the run-dir contract read on the box (prepended to the job_* scripts that need it).
-# rgt_state DIR prints one tab-separated line: kind (cancelled|exited|alive|queued|gone), exit
+# rgt_state DIR prints one tab-separated line: kind (cancelled|exited|alive|queued|orphaned|gone), exit
 # code (cancelled: "-" when the run left none) / pid /
 # queue id, ended_at, log size, log mtime ("-" when unknown), and for a run that exited 0 and
 # asked for sync_to_durable a sixth field: the sync result ("ok ..." or "failed <reason>");
-# status.py's StateLine parses it.
+# status.py's StateLine parses it. An orphaned run (wrapper gone, its command still running: the
+# shell sourcing cmd.sh is alive) has the wrapper pid and, sixth, its live processes.
 rgt_oom() { rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
   for f in "/sys/fs/cgroup$rel/memory.events" /sys/fs/cgroup/memory.events; do
     [ -f "$f" ] && { sed -n 's/^oom_kill //p' "$f"; return; }; done
@@ -14,9 +15,17 @@ rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
   st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
   [ -n "$st" ] && [ "${st#Z}" = "$st" ] || return 1
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
+# rgt_orphans DIR: "pid command, ..." of the run's processes still alive after its wrapper died
+# (same boot; the shell that sources cmd.sh names it in its arguments); empty when none.
+rgt_orphans() { [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 0
+  g=$(ps -ww -eo pid=,stat=,args= 2>/dev/null | awk -v p="/${1##*/}/cmd.sh" '$2 !~ /^Z/ && index($0, p) { print $1 }')
+  [ -n "$g" ] || return 0
+  ps -ww -eo pid=,pgid=,stat=,comm= 2>/dev/null | awk -v g="$(cat "$1/pid" 2>/dev/null)" -v s="$g" '
+    BEGIN { n = split(s, a, "\n"); for (i = 1; i <= n; i++) seed[a[i]] = 1 }
+    $3 !~ /^Z/ && ($2 == g || ($1 in seed)) { printf "%s%s %s", sep, $1, $4; sep = ", " }'; }
 rgt_state() { d=$1
   lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
-  if [ -f "$d/cancelled" ] && ! rgt_alive "$d" "$(cat "$d/pid" 2>/dev/null)" "$d/wrapper.sh"; then
+  if [ -f "$d/cancelled" ] && ! rgt_alive "$d" "$(cat "$d/pid" 2>/dev/null)" "$d/wrapper.sh" && [ -z "$(rgt_orphans "$d")" ]; then
     printf 'cancelled\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code" 2>/dev/null || echo -)" \
       "$(stat -c %Y "$d/cancelled" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
   if [ -f "$d/exit_code" ]; then ec=$(cat "$d/exit_code")
@@ -29,6 +38,8 @@ rgt_state() { d=$1
     if rgt_alive "$qd" "$(cat "$qd/pid" 2>/dev/null)" "$qd/queue.sh"; then printf 'queued\t%s\t-\t%s\t%s' "$q" "$lsz" "$lmt"
       if [ -f "$d/held" ]; then printf '\theld %s\n' "$(head -c 500 "$d/held" | tr '\t\r\n' '   ')"; else echo; fi; return; fi
   fi
+  o=$(rgt_orphans "$d")
+  if [ -n "$o" ]; then printf 'orphaned\t%s\t-\t%s\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt" "$(printf %s "$o" | tr '\t' ' ')"; return; fi
   printf 'gone\t%s\t-\t%s\t%s\n' "${pid:--}" "$lsz" "$lmt"; }
 # rgt_sync_state DIR: the sync result of a run that exited 0 and asked for sync_to_durable; never
 # empty, and anything but a recorded "ok" reads as a failure.
@@ -42,8 +53,8 @@ rgt_lost_facts() { d=$1
   printf 'uptime=%s\nnow=%s\n' "$(cut -d' ' -f1 /proc/uptime)" "$(date +%s)"
   printf 'started=%s\n' "$(stat -c %Y "$d/pid" 2>/dev/null || stat -c %Y "$d/run.json" 2>/dev/null)"
   pid=$(cat "$d/pid" 2>/dev/null)
-  [ -n "$pid" ] && dmesg 2>/dev/null > "$d/.dmesg.$$" && { grep -E "Killed process ${pid}[^0-9]|oom-kill.*pid=${pid}[^0-9]" "$d/.dmesg.$$" | tail -n 3 | sed 's/^/dmesg=/'; }
-  rm -f -- "$d/.dmesg.$$"; return 0; }
+  [ -n "$pid" ] && dmesg 2>/dev/null | grep -E "Killed process ${pid}[^0-9]|oom-kill.*pid=${pid}[^0-9]" | tail -n 3 | sed 's/^/dmesg=/'
+  return 0; }
 # rgt_kill_group DIR [FIRST] [TENTHS]: signal FIRST (e.g. USR1, so the job checkpoints; none
 # when empty), then TERM, to the process group of the wrapper whose pid DIR records, each
 # followed by up to TENTHS tenths of a second of grace (default 50), then KILL. The wrapper is

@@ -44,6 +44,10 @@ cd -- "$(cat "$d/workdir")" 2>> "$d/log" || { echo "# rgt: workdir is missing: $
 # the shell running cmd.sh and tee survive it; the job itself gets the signal with its default
 # action or its own handler (a trap is reset for the programs a shell starts).
 trap ':' USR1 USR2
+# A TERM, HUP or INT from outside (a platform stop, a preemption, kill) must not take the wrapper
+# down before the command: it waits for it, records its exit code (143 after TERM) and the signal.
+rgt_sig=
+trap 'rgt_sig=TERM' TERM; trap 'rgt_sig=HUP' HUP; trap 'rgt_sig=INT' INT
 # shellcheck disable=SC2016  # the inner shell expands $0: cmd.sh's path, as `bash cmd.sh` sets it
 run_cmd='trap ":" USR1 USR2; . "$0"'
 if [ "$mode" = tmux ]; then
@@ -52,6 +56,10 @@ if [ "$mode" = tmux ]; then
 else
   bash -c "$run_cmd" "$d/cmd.sh" >> "$d/log" 2>&1
   code=$?
+fi
+if [ -n "$rgt_sig" ]; then
+  echo "# rgt: the wrapper received SIG$rgt_sig; the command exited $code" >> "$d/log"
+  printf '%s\n' "$rgt_sig" > "$d/signalled"
 fi
 if [ "$code" = 0 ] && [ -f "$d/sync_spec" ]; then
   { echo "# rgt: command exited 0; copying sync_to_durable outputs"; ( rgt_sync "$d" ) 2>&1

@@ -26,7 +26,7 @@ from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import FINISHED, STATE_FUNCS, RunState, parse_state
+from mcp_server.run.jobs.status import FINISHED, LIVE, STATE_FUNCS, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
 from mcp_server.verify.artifacts.roster import check_pattern
@@ -255,7 +255,7 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     engine = ENGINES[backend]
     if req.name and "existing" in facts:
         existing = parse_state(facts.get("existing_state", ""))
-        live = existing.status in ("running", "queued")
+        live = existing.status in LIVE
         if live or not req.relaunch:
             return _existing_result(spec, engine, facts["base"], facts["existing"], req.name,
                                     "already_running" if live else "already_finished", existing, notes)

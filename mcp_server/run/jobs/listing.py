@@ -18,7 +18,7 @@ from mcp_server.ledger import Ledger
 from mcp_server.run.audit.nvidia import Q_GPU_FIELDS, Gpu, parse_gpus
 from mcp_server.run.jobs.rundir import RunOutputs, RunRecordSummary, RunStatus
 from mcp_server.run.jobs.runscan import BoxRun, RunFilter, page, read_records, scan_runs
-from mcp_server.run.jobs.status import ENDED
+from mcp_server.run.jobs.status import ENDED, LIVE
 from mcp_server.run.teardown.cost import accrued
 
 TERMINAL = ENDED
@@ -45,7 +45,7 @@ class HostRuns(BaseModel):
     runs: list[RunSummary] = Field(description="this page: newest first by start time")
     total: int = Field(default=-1, description="runs on the box that match the filters (every page together)")
     next_cursor: str | None = Field(default=None, description="pass as cursor for the next page; none: last page")
-    live: int = Field(description="running or queued runs on the box (whatever the filters)")
+    live: int = Field(description="running, queued or orphaned runs on the box (whatever the filters)")
     missing_on_box: list[str] = Field(description="run ids the ledger knows that the box no longer has")
     accrued_cost: str | None = None
     idle_warning: str | None = None
@@ -85,7 +85,7 @@ def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) ->
         started_at_utc=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds") if started else None,
         command=(rec.command or "")[:200] or None, log_size=state.log_size,
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
-        ended_at=None if state.status in ("running", "queued") else (state.ended_at or state.log_mtime),
+        ended_at=None if state.status in LIVE else (state.ended_at or state.log_mtime),
         outputs=rec.outputs, sync=state.sync,
     )
 
@@ -101,7 +101,7 @@ async def list_runs(host: Host, spec: HostSpec, ledger: Ledger, *, limit: int | 
     begun = {e.run_id for e in ledger.events("launch_begun", host=spec.name, limit=10000) if e.run_id}
     runs = [_summary(r, records.get(r.run_id, RunRecordSummary()), now, launched | begun) for r in shown]
     _record_transitions(ledger, spec, runs)
-    live = sum(1 for r in scanned if r.state.status in ("running", "queued"))
+    live = sum(1 for r in scanned if r.state.status in LIVE)
     return HostRuns(host=spec.name, runs=runs, total=len(matching), next_cursor=next_cursor, live=live,
                     missing_on_box=sorted(launched - {r.run_id for r in scanned}),
                     accrued_cost=accrued(ledger, spec), idle_warning=_idle_warning(spec, ledger, live, gpus))

@@ -8,9 +8,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.rundir import read_run_record, run_dir_path
-from mcp_server.run.jobs.status import RunState
-
-LIVE = ("running", "queued")
+from mcp_server.run.jobs.status import LIVE, RunState
 
 
 async def live_state(host: Host, spec: HostSpec, run_id: str) -> RunState | None:

@@ -31,7 +31,8 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word
 from mcp_server.run.jobs.sync import RunSync
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "sync_failed", "cancelled", "lost", "unknown"]
+RunStatus = Literal["queued", "running", "orphaned", "succeeded", "failed", "sync_failed", "cancelled", "lost",
+                    "unknown"]
 Backend = Literal["shell", "tmux"]
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 

@@ -17,7 +17,7 @@ from mcp_server.redact import Redactor
 from mcp_server.run.jobs.logs import TailResult, tail_logs
 from mcp_server.run.jobs.rundir import RunRecord, read_run_record
 from mcp_server.run.jobs.signatures import SignatureHit
-from mcp_server.run.jobs.status import RunState
+from mcp_server.run.jobs.status import LIVE, RunState
 
 LOG_TAIL_BYTES = 64 * 1024
 _LAST_LINE_CUT = 500
@@ -62,7 +62,7 @@ async def run_view(host: Host, spec: HostSpec, run_id: str, redactor: Redactor, 
     with contextlib.suppress(RgtError):  # a hand-written run.json still has a state and a log
         record = await read_run_record(host, spec.durable_root, run_id)
     started = record.started_at if record else None
-    end = state.ended_at if state.ended_at else (time.time() if state.status in ("running", "queued") else None)
+    end = state.ended_at if state.ended_at else (time.time() if state.status in LIVE else None)
     elapsed = max(0.0, end - started) if started and end else None
     return RunView(
         host=spec.name, run_id=run_id, name=record.name if record else None, state=state, exit_code=state.exit_code,

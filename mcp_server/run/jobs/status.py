@@ -6,6 +6,8 @@ failed     exit_code is non-zero (the code says how: 137 = SIGKILL, often the OO
 sync_failed  exit_code is 0 but the copy of its outputs to the durable root failed: the wrapper's
            sync_status says why; the scratch copy is still the only one
 queued     waiting in an on-box queue whose runner is alive
+orphaned   the wrapper is gone but the run's command still runs (its shell and children live):
+           still holding the GPU; the wrapper will record no exit code; cancel_run stops it
 cancelled  stopped by cancel_run (its `cancelled` file) and no longer alive; the exit code when
            the job wrote one on its way out — never reported as failed or lost
 lost       no live process and no exit file: killed hard, OOM-killed with the wrapper, or the
@@ -34,7 +36,16 @@ STATE_FUNCS = scripts.load("job_state")
 FINISHED: tuple[RunStatus, ...] = ("succeeded", "failed", "sync_failed")
 # Every status of a run that has ended, however it ended.
 ENDED: tuple[RunStatus, ...] = (*FINISHED, "cancelled", "lost")
+# A run that still holds the box: teardown waits for it, launch will not start its name again.
+LIVE: tuple[RunStatus, ...] = ("running", "queued", "orphaned")
 
+# Exit codes 128+N: the command died of signal N (the wrapper records them; it outlives TERM).
+_SIGNAL_CODES = {
+    129: " (SIGHUP)", 130: " (SIGINT)", 134: " (SIGABRT: an abort, often a failed assertion in native code)",
+    137: " (SIGKILL: the OOM killer, a hard stop, or KILL after a grace period)",
+    139: " (SIGSEGV: a crash in native code)",
+    143: " (SIGTERM: stopped from outside — a platform stop, a preemption, kill — and the wrapper recorded it)",
+}
 _FIELD_SEPARATOR = re.compile(r"[\t|]")
 _NONE = "-"
 
@@ -64,12 +75,12 @@ def _field(v: str) -> str | None:
 
 @dataclass(frozen=True)
 class StateLine:
-    """One `rgt_state` line: kind (cancelled, exited, alive, queued, gone), then the exit code, wrapper pid
+    """One `rgt_state` line: kind (cancelled, exited, alive, queued, orphaned, gone), then the exit code, wrapper pid
     or queue id, ended_at, log size and log mtime; tab-separated, or `|`-separated where a
     script carries it inside a key=value line. "-" stands for a missing field. A run that
     exited 0 and asked for sync_to_durable has a sixth field, the rest of the line: the sync
     result, `ok <what was copied>` or `failed <reason>` (it may hold `|`, so it is never split); a
-    queued run held by the disk floor has `held <reason>` there."""
+    queued run held by the disk floor has `held <reason>` there; an orphaned run its live processes."""
 
     kind: str
     detail: str | None = None
@@ -110,13 +121,18 @@ class StateLine:
             return RunState(status="queued", evidence=[f"waiting in queue {detail}, whose runner is alive", *held],
                             **common)
         pid = int(detail) if detail.isdigit() else None
+        if self.kind == "orphaned":
+            return RunState(status="orphaned", pid=pid, evidence=[
+                f"the wrapper{f' (pid {pid})' if pid else ''} is gone but the run's command still runs: "
+                f"{self.sync or 'its processes'}; it holds what it held (GPU memory included) and will record "
+                "no exit code — cancel_run stops it"], **common)
         return RunState(status="lost", pid=pid,
                         evidence=[f"no live wrapper process{f' (pid {pid})' if pid else ''} and no exit_code file"],
                         **common)
 
     def _exited(self, code: int, common: dict[str, Any]) -> RunState:
         """A finished run: its exit code, and for exit 0 the outcome of its copy to the durable root."""
-        evidence = [f"exit_code file says {code}"]
+        evidence = [f"exit_code file says {code}" + _SIGNAL_CODES.get(code, "")]
         ended_at = _num(self.ended_at)
         if code != 0:
             return RunState(status="failed", exit_code=code, ended_at=ended_at, evidence=evidence, **common)

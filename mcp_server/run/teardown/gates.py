@@ -22,6 +22,7 @@ from mcp_server.hosts.commands import path_word
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import MeterAction
 from mcp_server.run.jobs.listing import HostRuns, RunSummary
+from mcp_server.run.jobs.status import LIVE
 from mcp_server.verify.artifacts.record import RecordedVerification, Verifications
 from mcp_server.verify.artifacts.roster import OWN_FILES
 
@@ -51,7 +52,7 @@ def covers(v: RecordedVerification, run: RunSummary) -> bool:
 
 
 def g1(runs: HostRuns) -> Gate:
-    live = [r.run_id for r in runs.runs if r.status in ("running", "queued")]
+    live = [r.run_id for r in runs.runs if r.status in LIVE]
     if live:
         return Gate(id="G1", name="no live run", state="fail",
                     evidence=f"{len(live)} live run(s) on the box: {', '.join(live[:5])} (tearing down kills them; "
@@ -68,7 +69,7 @@ def g2(runs: HostRuns, verifs: Verifications, needed: bool) -> tuple[Gate, list[
     used: dict[int, RecordedVerification] = {}
     gaps = []
     for r in runs.runs:
-        if r.status in ("running", "queued"):
+        if r.status in LIVE:
             continue
         cover = next((v for v in passing if covers(v, r)), None)
         if cover is None:

@@ -63,7 +63,7 @@ async def test_cancel_stops_the_group_and_the_run_reads_cancelled_everywhere(dur
     pgid = pid_of(run_dir)
     result = await cancel(client, run["run_id"], reason="diverging at step 900", grace_s=1)
     assert result["changed"] and result["status_before"] == "running"
-    assert result["state"]["status"] == "cancelled" and result["state"]["exit_code"] is None
+    assert result["state"]["status"] == "cancelled" and result["state"]["exit_code"] == 143  # the TERM, recorded
     await until(lambda: not group_alive(pgid), what="the run's process group to be gone")
     record = json.loads((run_dir / "cancelled").read_text())
     assert record["reason"] == "diverging at step 900" and record["run_id"] == run["run_id"]

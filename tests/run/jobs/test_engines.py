@@ -100,7 +100,8 @@ async def test_cancel_stops_the_whole_process_group_and_the_run_reads_as_cancell
     pgid = recorded_pid(run)
     assert group_alive(pgid)
     result = await cancel_run(job_box.host, job_box.spec, run.run_id, by="test")
-    assert result.changed and result.state.status == "cancelled" and result.state.exit_code is None
+    # The wrapper outlives the TERM and records the command's 143 (128 + SIGTERM) before it exits.
+    assert result.changed and result.state.status == "cancelled" and result.state.exit_code == 143
     await until(lambda: not group_alive(pgid), what="the run's process group to be gone")
     if engine == "tmux":
         assert run.tmux_session and not tmux_session_exists(run.tmux_session)
