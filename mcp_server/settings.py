@@ -60,6 +60,8 @@ class Settings(BaseModel):
     log_level: LogLevel = LOG_LEVEL
     teardown_confirm_s: float = TEARDOWN_CONFIRM_S
     http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
+    pull_roots: tuple[Path, ...] = Field(default=(), description="local folders verify_artifacts may pull into, "
+                                         "besides <home>/pulls (RGT_PULL_ROOTS, separated by os.pathsep)")
 
     @property
     def ledger_path(self) -> Path:
@@ -96,4 +98,5 @@ class Settings(BaseModel):
             log_level=_log_level(env.get("RGT_LOG_LEVEL", LOG_LEVEL)),
             teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", TEARDOWN_CONFIRM_S, 1, 30),
             http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
+            pull_roots=tuple(Path(p).expanduser() for p in env.get("RGT_PULL_ROOTS", "").split(os.pathsep) if p),
         )

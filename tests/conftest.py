@@ -52,6 +52,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.setenv("RGT_SSH_CONFIG", str(e.ssh_config))
     monkeypatch.setenv("RGT_CONNECT_TIMEOUT", "5")
     monkeypatch.setenv("RGT_HTTP_TIMEOUT", "5")
+    # Tests pull into their own tmp folders; the refusal of any other dest has its own tests.
+    monkeypatch.setenv("RGT_PULL_ROOTS", str(tmp_path))
     return e
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mcp_server import scripts
 from mcp_server.deliver.documents.macros import MacroDef, definitions, uses
 from mcp_server.deliver.documents.tables import find_tables
 from mcp_server.deliver.documents.text import Document
@@ -42,8 +43,9 @@ from mcp_server.deliver.matching.match import build_indexes, doc_mentions
 from mcp_server.deliver.models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, assemble
 from mcp_server.deliver.render.tables import macro_names, render
-from mcp_server.errors import RgtError
+from mcp_server.errors import InputError, RgtError
 from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import path_word
 from mcp_server.hosts.files import realpaths, write_file
 from mcp_server.ledger import Ledger
 from mcp_server.progress import Counter, Report
@@ -232,9 +234,26 @@ def _scan_all(ev: Evidence, docs: list[Document], strict: bool) -> Scan:
     return out
 
 
+async def _render_folder(host: Host, root: str, render_dir: str) -> str:
+    """render_dir as a folder really under the evidence folder: relative, no `..`, and no symlink
+    on the box leading it elsewhere."""
+    parts = posixpath.normpath(render_dir).split("/")
+    if render_dir.startswith(("/", "~")) or ".." in parts or "\0" in render_dir:
+        raise InputError("render_dir must be a folder inside the EVIDENCE.json folder", observed=render_dir[:200],
+                         expected="a relative path without '..', e.g. 'generated'")
+    folder = join_path(root, render_dir)
+    res = await host.run(scripts.command_words("path_inside", path_word(root, "root"), path_word(folder, "render_dir")))
+    verdict, _, real = res.text.strip().partition(" ")
+    if verdict != "inside":
+        raise InputError("render_dir leads outside the EVIDENCE.json folder (a symlink on the box?)",
+                         observed=f"{render_dir[:200]} -> {real}", expected=f"inside {root}")
+    return folder
+
+
 async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None,
                   problems: Problems) -> list[RenderedFile]:
     out: list[RenderedFile] = []
+    folder = await _render_folder(host, root, render_dir) if render_dir is not None else None
     for r in render(ev):
         data = r.text.encode("utf-8")
         item = RenderedFile(name=r.name, sha256=sha256_bytes(data), bytes=len(data))
@@ -244,7 +263,7 @@ async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None,
                 problems.add("render", r.name, "too_large", f"{len(data)} bytes: too large to return inline",
                              next_step="pass render_dir to write the generated files instead")
         else:
-            target = join_path(root, posixpath.join(render_dir, r.name))
+            target = posixpath.join(folder or root, r.name)
             try:
                 await write_file(host, target, data)
                 item.path = target

@@ -137,3 +137,22 @@ def test_the_readme_example_call_works_from_the_command_line(tmp_path: Path, cap
     assert main(["call", "reconcile_evidence", args]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["counts"]["stale"] == 1
+
+
+@pytest.mark.parametrize("render_dir", ["/tmp/elsewhere", "../outside", "gen/../../x", "~/x"])
+async def test_security_render_dir_outside_the_evidence_folder_is_refused(client: Any, tmp_path: Path,
+                                                                          render_dir: str) -> None:
+    p = _project(tmp_path)
+    res = await client.call_tool("reconcile_evidence", {"evidence": str(p.evidence_path), "documents": ["README.md"],
+                                                        "render": True, "render_dir": render_dir})
+    assert "render_dir" in error_text(res) and "[BAD_INPUT]" in error_text(res)
+
+
+async def test_security_a_symlinked_render_dir_cannot_lead_the_write_out(client: Any, tmp_path: Path,
+                                                                       tmp_path_factory: Any) -> None:
+    p = _project(tmp_path)
+    outside = tmp_path_factory.mktemp("outside")
+    (p.evidence_path.parent / "gen").symlink_to(outside)
+    res = await client.call_tool("reconcile_evidence", {"evidence": str(p.evidence_path), "documents": ["README.md"],
+                                                        "render": True, "render_dir": "gen"})
+    assert "symlink" in error_text(res) and not any(outside.iterdir())

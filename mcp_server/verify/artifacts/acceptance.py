@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -38,7 +39,7 @@ from mcp_server.verify.artifacts.manifest import list_root, poll_hashing, start_
 from mcp_server.verify.artifacts.record import RecordedVerification, read_verifications
 from mcp_server.verify.artifacts.request import MAX_LISTED, VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.roster import OWN_FILES, RemoteEntry, RosterFinding
-from mcp_server.verify.artifacts.state import default_dest, dump_json, write_json_atomic
+from mcp_server.verify.artifacts.state import confined_dest, default_dest, dump_json, write_json_atomic
 
 ACCEPTED_FILE = "ACCEPTED.json"
 BOUNDARY = ("proves the bundle's bytes (size + sha256, hashed on the accepting machine) equal the producer's "
@@ -80,7 +81,7 @@ def producer_verification(ledger: Ledger, producer: str, run_id: str | None) -> 
 
 
 async def accept(host: Host, spec: HostSpec, req: VerifyRequest, *, base: Path,
-                 ledger: Ledger | None) -> VerifyResult:
+                 ledger: Ledger | None, roots: Sequence[Path] = ()) -> VerifyResult:
     """One call of an acceptance: start it, or continue it, and finish it within the budget."""
     if ledger is None or req.accept_from is None:
         raise InputError("accepting needs accept_from and the ledger (the producer's verification is read there)")
@@ -90,7 +91,8 @@ async def accept(host: Host, spec: HostSpec, req: VerifyRequest, *, base: Path,
     producer = producer_verification(ledger, req.accept_from, req.run_id)
     earlier = read_acceptance(ledger, req.compare_with) if req.compare_with is not None else None
     local = host.kind == "local"
-    dest = Path(req.dest or (req.root if local else default_dest(base, spec.name, req.run_id, req.root))).expanduser()
+    fallback = Path(req.root).expanduser() if local else default_dest(base, spec.name, req.run_id, req.root)
+    dest = confined_dest(req.dest, fallback, roots)
     state = _load(dest)
     if (state is None or state.phase == "done" or state.root != req.root
             or state.verification_event != producer.event_id or state.compare_with != req.compare_with):

@@ -9,11 +9,13 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_server.errors import InputError
 from mcp_server.verify.artifacts.cells import Cell
 from mcp_server.verify.artifacts.checks import FileVerdict
 from mcp_server.verify.artifacts.identity import HostIdentity
@@ -96,6 +98,25 @@ class PullState(BaseModel):
 
     def manifest_files(self) -> list[ManifestFile]:
         return self.manifest.content.files if self.manifest is not None else []
+
+
+def confined_dest(dest: str | None, default: Path, roots: Sequence[Path]) -> Path:
+    """Where a pull or acceptance writes locally: `default` when no dest is given; else dest,
+    relative to the first root, resolved (symlinks included) and inside one of `roots` — an
+    agent must not be able to write into ~/.ssh or over the user's files."""
+    if dest is None:
+        return default
+    if "\0" in dest:
+        raise InputError("dest holds a NUL character", observed=dest[:200])
+    p = Path(dest).expanduser()
+    real = (p if p.is_absolute() else roots[0] / p).resolve()
+    for r in roots:
+        if real.is_relative_to(r.resolve()):
+            return real
+    raise InputError("dest is outside the folders verify_artifacts writes into", observed=str(real)[:300],
+                     expected="under " + " or ".join(str(r) for r in roots),
+                     next_step="omit dest (the default is under RGT_HOME/pulls), give a path relative to it, or "
+                               "add the folder to RGT_PULL_ROOTS (separated by ':')")
 
 
 def default_dest(base: Path, host: str, run_id: str | None, root: str) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mcp_server.errors import InputError
@@ -45,6 +46,7 @@ from mcp_server.verify.artifacts.state import (
     Listing,
     PulledManifest,
     PullState,
+    confined_dest,
     default_dest,
     load_state,
     save_state,
@@ -63,10 +65,12 @@ def _new_round(old: PullState | None, req: VerifyRequest, host: str) -> PullStat
 
 
 async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pulls_dir: Path,
-                           ledger: Ledger | None, progress: Progress | None = None) -> VerifyResult:
+                           ledger: Ledger | None, progress: Progress | None = None,
+                           pull_roots: Sequence[Path] = ()) -> VerifyResult:
     """Verify the box's results into a local copy; with `accept_from`, accept a producer's bundle instead."""
     if req.accept_from is not None:
-        return await accept(host, spec, req, base=pulls_dir.with_name("acceptances"), ledger=ledger)
+        return await accept(host, spec, req, base=pulls_dir.with_name("acceptances"), ledger=ledger,
+                            roots=[pulls_dir.with_name("acceptances"), pulls_dir, *pull_roots])
     if req.compare_with is not None:
         raise InputError("compare_with compares acceptances: pass it with accept_from")
     for p in req.roster:
@@ -75,7 +79,8 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
         raise InputError("the roster is empty: name the files that must exist (or the cells expected)",
                          expected="['best.pth', 'metrics.json']")
     deadline = time.monotonic() + req.budget_s - min(MARGIN_S, 0.25 * req.budget_s)
-    dest = Path(req.dest).expanduser() if req.dest else default_dest(pulls_dir, spec.name, req.run_id, req.root)
+    dest = confined_dest(req.dest, default_dest(pulls_dir, spec.name, req.run_id, req.root),
+                         [pulls_dir, *pull_roots])
     live = await live_state(host, spec, req.run_id) if req.run_id else None
     if live is not None:  # its outputs are still being written: verifying now proves nothing, and writes nothing
         return _still_running(spec, req, dest, live)
