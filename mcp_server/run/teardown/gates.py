@@ -123,7 +123,9 @@ async def g3(host: Host, used: list[RecordedVerification], needed: bool) -> Gate
         if not root or not at:
             later.append(f"{root}: verification has no listing time")
             continue
-        res = await host.run(f"find {path_word(root)} -type f -newermt @{at:.3f} 2>/dev/null | head -n 50", timeout=25)
+        # ctime too: a rewrite whose mtime was set back (touch -d, utime) still moves the ctime.
+        res = await host.run(f"find {path_word(root)} -type f \\( -newermt @{at:.3f} -o -newerct @{at:.3f} \\) "
+                             "2>/dev/null | head -n 50", timeout=25)
         changed = [p for p in res.text.splitlines() if p and not OWN_FILES.search(p.rsplit("/", 1)[-1])]
         if changed:
             later.append(f"{root}: {len(changed)} file(s) written after verification, e.g. {changed[0]}")

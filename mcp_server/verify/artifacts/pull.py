@@ -26,7 +26,7 @@ from typing import BinaryIO, Literal
 from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import ManifestFile
 from mcp_server.verify.artifacts.roster import RosterFinding
-from mcp_server.verify.artifacts.state import PulledFile, PullState, save_state, state_dir
+from mcp_server.verify.artifacts.state import PulledFile, PullState, save_state, stamped, state_dir, untouched
 from mcp_server.verify.artifacts.tar_box import PackDone, PackerChoice, clean_pack, poll_pack, start_pack
 from mcp_server.verify.artifacts.tar_local import (
     PackedTransfer,
@@ -68,7 +68,7 @@ def local_ok(dest: Path, mf: ManifestFile, rec: PulledFile | None) -> bool:
         st = p.stat()
     except FileNotFoundError:
         return False
-    return st.st_size == mf.bytes and abs(st.st_mtime - rec.mtime) < 1e-6
+    return st.st_size == mf.bytes and untouched(rec, st)
 
 
 STATE_SAVE_INTERVAL_S = 1.0
@@ -190,8 +190,7 @@ class Puller:
             final = self.dest / mf.path
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(partial, final)
-            self.state.files[mf.path] = PulledFile(status="done", sha256=digest, size=size,
-                                                   mtime=final.stat().st_mtime)
+            self.state.files[mf.path] = stamped(PulledFile(status="done", sha256=digest, size=size), final.stat())
 
     # The packed pull: pack on the box -> pull the tar -> unpack and verify each member. Each
     # step advances the transfer's phase ("next") or says why it cannot: the deadline stopped it,

@@ -42,8 +42,24 @@ class PulledFile(BaseModel):
     sha256: str = Field(description="digest of the bytes received")
     size: int = Field(description="bytes received")
     mtime: float | None = Field(default=None, description="done: the local file's mtime when it was verified")
+    ctime_ns: int | None = Field(default=None, description="done: its ctime (which utime cannot set back)")
+    inode: int | None = Field(default=None, description="done: its inode (a replaced file has a new one)")
     round: int | None = Field(default=None, description="failed: the round it failed in")
     kind: Literal["size_mismatch", "hash_mismatch"] | None = None
+
+
+def stamped(rec: PulledFile, st: os.stat_result) -> PulledFile:
+    """`rec` with the local file's mtime, ctime and inode as they are now, after verification."""
+    rec.mtime, rec.ctime_ns, rec.inode = st.st_mtime, st.st_ctime_ns, st.st_ino
+    return rec
+
+
+def untouched(rec: PulledFile, st: os.stat_result) -> bool:
+    """The local file is the one verified: same size, mtime, ctime and inode. A rewrite with its
+    mtime restored still moves the ctime, so it is caught; a record from before ctimes were kept
+    counts as touched (the file is re-hashed, never trusted)."""
+    return (st.st_size == rec.size and rec.mtime is not None and abs(st.st_mtime - rec.mtime) < 1e-6
+            and rec.ctime_ns == st.st_ctime_ns and rec.inode == st.st_ino)
 
 
 class Listing(BaseModel):

@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from mcp_server.verify.artifacts.roster import RosterFinding
-from mcp_server.verify.artifacts.state import PulledFile
+from mcp_server.verify.artifacts.state import PulledFile, stamped, untouched
 
 CHUNK = 1024 * 1024
 
@@ -31,7 +31,7 @@ def local_changes(dest: Path, files: dict[str, PulledFile]) -> list[RosterFindin
 
 
 def _difference(path: Path, rec: PulledFile) -> str | None:
-    """What differs from the verified file, or None (a touched but identical file gets its new mtime)."""
+    """What differs from the verified file, or None (a touched but identical file gets its new stamps)."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -40,11 +40,11 @@ def _difference(path: Path, rec: PulledFile) -> str | None:
         return "no longer a regular file"
     if st.st_size != rec.size:
         return f"size differs: {st.st_size} bytes, verified {rec.size}"
-    if rec.mtime is not None and abs(st.st_mtime - rec.mtime) < 1e-6:
+    if untouched(rec, st):
         return None
     if _sha256(path) != rec.sha256:
         return "sha256 differs"
-    rec.mtime = st.st_mtime
+    stamped(rec, st)
     return None
 
 

@@ -150,6 +150,19 @@ async def test_a_write_after_the_verification_blocks_teardown(rig, client, env) 
     assert g3["state"] == "fail" and "late-eval.json" in g3["evidence"]
 
 
+async def test_security_a_same_size_rewrite_with_its_mtime_restored_blocks_teardown(rig, client, env) -> None:
+    await verified(client, rig)
+    target = next(p for p in sorted(rig["results"].rglob("*")) if p.is_file() and p.stat().st_size > 0)
+    st = target.stat()
+    data = bytearray(target.read_bytes())
+    data[0] ^= 1
+    target.write_bytes(bytes(data))  # same size
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime set back: only the ctime moved
+    p = await plan_of(client)
+    g3 = next(g for g in p["gates"] if g["id"] == "G3")
+    assert g3["state"] == "fail" and target.name in g3["evidence"] and p["token"] is None
+
+
 TAMPERED = {
     "wrong type": ({"passed": "yes"}, None, "passed: Input should be a valid boolean"),
     "missing field": ({}, "files", "files: Field required"),

@@ -8,15 +8,14 @@ import hashlib
 import os
 from pathlib import Path
 
-from mcp_server.verify.artifacts.state import PulledFile
+from mcp_server.verify.artifacts.state import PulledFile, stamped
 from mcp_server.verify.artifacts.tamper import local_changes
 from tests.verify.artifacts.pulls import until_done
 
 
 def _pulled(path: Path) -> PulledFile:
     data = path.read_bytes()
-    return PulledFile(status="done", sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-                      mtime=path.stat().st_mtime)
+    return stamped(PulledFile(status="done", sha256=hashlib.sha256(data).hexdigest(), size=len(data)), path.stat())
 
 
 def test_a_touched_but_identical_file_is_not_named_and_keeps_counting_as_verified(tmp_path: Path) -> None:
@@ -46,6 +45,17 @@ def test_each_missing_or_changed_file_is_named_with_what_differs_and_marked_for_
                for f in found.values())
     assert {p: r.status for p, r in files.items()} == {"gone.pth": "stale", "edited.csv": "stale",
                                                        "cut.bin": "stale", "same.txt": "done"}
+
+
+def test_security_a_same_size_rewrite_with_its_mtime_restored_is_caught(tmp_path: Path) -> None:
+    f = tmp_path / "metrics.json"
+    f.write_text('{"psnr": 31.42}')
+    files = {"metrics.json": _pulled(f)}
+    st = f.stat()
+    f.write_text('{"psnr": 33.42}')  # same size, a better number
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime put back
+    found = local_changes(tmp_path, files)
+    assert [x.path for x in found] == ["metrics.json"] and "sha256 differs" in found[0].message
 
 
 async def test_a_later_round_names_local_changes_then_pulls_only_those_again(results, client) -> None:
