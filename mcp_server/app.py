@@ -5,7 +5,10 @@ a clear tool error instead of a server that will not start."""
 
 from __future__ import annotations
 
+import os
+
 from mcp_server.hosts.pool import HostPool
+from mcp_server.knowledge import profiles
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.settings import Settings
@@ -30,7 +33,20 @@ class App:
         if self._ledger is None:
             secure_state(self.settings.home, [self.settings.known_hosts_path])
             self._ledger = Ledger.open(self.settings.ledger_path, self.redactor)
+            self._learn_secrets(self._ledger)
         return self._ledger
+
+    def _learn_secrets(self, ledger: Ledger) -> None:
+        """Mask from the start every secret this server may meet: the values of the variables
+        earlier launches named (a fresh server reading an old run's log by path) and of every
+        platform API key variable the profiles and the inventory name."""
+        names = {n for ev in ledger.events("launch", limit=10_000) for n in ev.data.get("secret_env_names") or []
+                 if isinstance(n, str)}
+        names |= {p.api.api_key_env for p in profiles().values() if p.api and p.api.api_key_env}
+        names |= {e.api_key_env for e in self.pool.inventory.hosts.values() if e.api_key_env}
+        for n in names:
+            if n in os.environ:
+                self.redactor.add(os.environ[n])
 
     async def close(self) -> None:
         if self._pool is not None:

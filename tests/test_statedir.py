@@ -123,3 +123,18 @@ def test_a_ledger_from_a_newer_version_is_refused_untouched(tmp_path: Path) -> N
         Ledger.open(path)
     with sqlite3.connect(path) as c:
         assert c.execute("PRAGMA user_version").fetchone()[0] == 99
+
+
+async def test_security_a_fresh_server_masks_secrets_named_by_earlier_launches_and_platform_keys(
+        tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "state"
+    led = Ledger.open(home / "ledger.sqlite")
+    led.record("launch", host="gpu1", run_id="r1", summary="ok", data={"secret_env_names": ["WANDB_API_KEY"]})
+    led.close()
+    monkeypatch.setenv("WANDB_API_KEY", "wandb-secret-value-123")
+    monkeypatch.setenv("RUNPOD_API_KEY", "rp-secret-value-456")
+    app = App(Settings.from_env({"RGT_HOME": str(home), "RGT_CONFIG": str(tmp_path / "none.toml")}))
+    app.ledger  # noqa: B018  (opening the ledger is what seeds the redactor)
+    out = app.redactor.scrub("key wandb-secret-value-123 and rp-secret-value-456")
+    assert "wandb-secret-value-123" not in out and "rp-secret-value-456" not in out
+    await app.close()
