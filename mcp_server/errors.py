@@ -2,7 +2,8 @@
 
 Third-party exceptions (asyncssh, OSError, sqlite3) are mapped to these at exactly one
 boundary each (hosts/ssh.py, hosts/local.py, ledger.py); tools/_common.py maps these to
-the MCP ToolError. Anything else that escapes is a bug and stays visible.
+the MCP ToolError. Anything else that escapes is a bug: the tool boundary logs its traceback
+and answers a bounded `[ERROR]` that says the call's outcome is unknown.
 
 Each class has a stable UPPER_SNAKE `code`: clients branch on it (a tool error's text
 starts `[CODE] `, a fan-out outcome carries it), so a code is never renamed or reused.
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 
 _COMMAND_CUT = 100
 _TAIL_LINES = 10
+_VALUE_CUT = 300  # an input quoted back is cut: a 10 MB argument must not come back as a 10 MB reply
 
 
 def cut_command(command: str, limit: int = _COMMAND_CUT) -> str:
@@ -25,6 +27,12 @@ def cut_command(command: str, limit: int = _COMMAND_CUT) -> str:
 def tail_lines(text: str, lines: int = _TAIL_LINES) -> str:
     """The last few lines of some output, for an error message."""
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def cut_value(value: Any, limit: int = _VALUE_CUT) -> str:
+    """A value quoted in an error message, at most `limit` characters and a note of its length."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class RgtError(Exception):
@@ -65,17 +73,17 @@ class RgtError(Exception):
         where = ", ".join(
             f"{k} {v}" for k, v in (("host", self.host), ("path", self.path)) if v
         )
-        parts.append(f"[{where}] {self.message}" if where else self.message)
+        parts.append(f"[{cut_value(where)}] {self.message}" if where else self.message)
         if self.command:
             parts.append(f"command: {self.command}")
         if self.exit_status is not None:
             parts.append(f"exit status: {self.exit_status}")
         if self.observed is not None:
-            parts.append(f"observed: {self.observed}")
+            parts.append(f"observed: {cut_value(self.observed)}")
         if self.expected is not None:
-            parts.append(f"expected: {self.expected}")
+            parts.append(f"expected: {cut_value(self.expected)}")
         if self.stderr:
-            parts.append(f"stderr (last lines):\n{self.stderr}")
+            parts.append(f"stderr (last lines):\n{cut_value(self.stderr, 2000)}")
         if self.next_step:
             parts.append(f"next: {self.next_step}")
         return "\n".join(parts)

@@ -8,21 +8,29 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from mcp_server.errors import InputError
+from mcp_server.errors import InputError, cut_value
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 PID_MARKER = b"RGT-PID:"
 
 
+def refuse_nul(text: str, what: str = "a value") -> str:
+    """`text`, unless it holds a NUL character, which no shell word, argument or file name can carry."""
+    if "\0" in text:
+        raise InputError(f"{what} holds a NUL character", observed=cut_value(repr(text), 120),
+                         next_step="remove the NUL (\\x00) from the value")
+    return text
+
+
 def quote(word: str) -> str:
     """Quote one word for a POSIX shell."""
-    return shlex.quote(word)
+    return shlex.quote(refuse_nul(word))
 
 
 def join(words: Iterable[str]) -> str:
     """Quote and join literal words into one command."""
-    return " ".join(shlex.quote(w) for w in words)
+    return " ".join(quote(w) for w in words)
 
 
 def check_name(name: str, what: str) -> str:
@@ -52,7 +60,7 @@ def check_path(path: str, what: str = "path") -> str:
     if not isinstance(path, str) or not path:
         raise InputError(f"{what} is empty", expected="an absolute path or ~/...")
     if any(ord(c) < 32 for c in path):
-        raise InputError(f"{what} contains a control character", observed=repr(path))
+        raise InputError(f"{what} contains a control character", observed=cut_value(repr(path)))
     if path.startswith("-"):
         raise InputError(
             f"{what} starts with '-' and would be read as an option",

@@ -14,7 +14,7 @@ from typing import Final
 
 from mcp_server.errors import CommandTimeout, NotFoundError, TransportError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.commands import check_path, refuse_nul
 from mcp_server.hosts.streams import read_capped
 from mcp_server.settings import COMMAND_TIMEOUT_S
 
@@ -65,6 +65,7 @@ class LocalHost:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
+        refuse_nul(script, "the command")
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -35,7 +35,7 @@ from mcp_server.errors import (
     TransportError,
 )
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import kill_group, path_word, remote_wrapper
+from mcp_server.hosts.commands import kill_group, path_word, refuse_nul, remote_wrapper
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.known_hosts import (
     HostKeyPolicy,
@@ -245,6 +245,7 @@ class SshHost:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
+        refuse_nul(script, "the command")
         conn = await self.connection()
         started = time.monotonic()
         async with self._channels:

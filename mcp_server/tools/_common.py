@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import logging
+import re
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from mcp_server.app import App
-from mcp_server.errors import RgtError
+from mcp_server.errors import InputError, LedgerError, RgtError, cut_value
 from mcp_server.redact import Redactor
+
+log = logging.getLogger(__name__)
+MAX_ERROR_CHARS = 4000
+# A path argument that cannot name a file here: the caller's input, not a failure of this machine.
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EINVAL}
 
 T = TypeVar("T")
 
@@ -43,7 +52,10 @@ def app_of(ctx: Context[Any, Any]) -> App:
 
 def coded_message(exc: RgtError, redactor: Redactor) -> str:
     """What the client reads for one of our errors: `[CODE] ` then the message, secrets masked."""
-    return f"[{exc.code}] {redactor.scrub(str(exc))}"
+    text = redactor.scrub(str(exc))
+    if len(text) > MAX_ERROR_CHARS:  # a message that quotes a huge input must not become a huge reply
+        text = f"{text[:MAX_ERROR_CHARS]}… ({len(text) - MAX_ERROR_CHARS} more characters cut)"
+    return f"[{exc.code}] {text}"
 
 
 @contextlib.contextmanager
@@ -56,6 +68,28 @@ def tool_errors(app: App) -> Iterator[None]:
         yield
     except RgtError as exc:
         raise ToolError(coded_message(exc, app.redactor)) from exc
+    except (ValidationError, re.error, UnicodeError) as exc:
+        raise ToolError(coded_message(InputError(f"the input was not usable: {type(exc).__name__}: "
+                                                 f"{cut_value(exc)}"), app.redactor)) from exc
+    except OSError as exc:
+        if exc.errno not in _PATH_ERRNOS:
+            raise ToolError(coded_message(RgtError(f"a local file operation failed: {cut_value(exc)}",
+                                                   next_step="check the disk and permissions on this machine"),
+                                          app.redactor)) from exc
+        raise ToolError(coded_message(InputError(f"a path given is not usable here: {cut_value(exc)}"),
+                                      app.redactor)) from exc
+    except sqlite3.Error as exc:
+        raise ToolError(coded_message(LedgerError(
+            f"the ledger failed: {cut_value(exc)}", path=str(app.settings.ledger_path),
+            next_step="check the disk and the file; the call's outcome is not recorded"), app.redactor)) from exc
+    except Exception as exc:
+        # A bug, or a failure no boundary mapped: the client still gets a coded, bounded answer
+        # that says what is uncertain; the traceback goes to the log (stderr).
+        log.exception("unexpected error in a tool call")
+        raise ToolError(coded_message(RgtError(
+            f"unexpected {type(exc).__name__}: {cut_value(exc)}",
+            next_step="the outcome of this call is unknown: check list_runs (and the ledger) before repeating it"),
+            app.redactor)) from exc
 
 
 class HostError(BaseModel):
@@ -75,5 +109,9 @@ async def fan_out(
             return name, await one(name), None
         except RgtError as exc:
             return name, None, HostError(code=exc.code, message=app.redactor.scrub(str(exc)))
+        except Exception as exc:  # one host's unexpected failure must not hide the others' results
+            log.exception("unexpected error for host %s", name)
+            return name, None, HostError(code=RgtError.code, message=app.redactor.scrub(
+                f"unexpected {type(exc).__name__}: {cut_value(exc)} (the outcome on this host is unknown)"))
 
     return list(await asyncio.gather(*(guarded(n) for n in names)))

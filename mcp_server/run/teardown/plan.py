@@ -10,7 +10,7 @@ import secrets
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import InputError
+from mcp_server.errors import InputError, cut_value
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import MeterAction, reference_uri
@@ -63,7 +63,7 @@ class TeardownResult(BaseModel):
 def _action(spec: HostSpec, action: str) -> MeterAction:
     found = spec.profile.action(action)
     if found is None:
-        raise InputError(f"{spec.profile.platform} has no teardown action {action!r}", host=spec.name,
+        raise InputError(f"{spec.profile.platform} has no teardown action {cut_value(action, 64)!r}", host=spec.name,
                          expected=[a.action for a in spec.profile.meter_actions],
                          next_step=f"read profiles://{spec.profile.platform} (TEARDOWN / BILLING)")
     return found
