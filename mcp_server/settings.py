@@ -23,6 +23,9 @@ OUTPUT_CAP_BYTES = 16 * 1024  # default window of paged text (tail_logs max_byte
 LOG_LEVEL: LogLevel = "WARNING"
 TEARDOWN_CONFIRM_S = 20.0
 HTTP_TIMEOUT_S = 15.0
+# The launch's disk gate on the durable root; audit_box's A10/A11 fail below the same floors.
+LAUNCH_MIN_FREE_GIB = 5.0
+LAUNCH_MIN_FREE_INODES = 10_000
 
 
 def _float_env(env: dict[str, str], name: str, default: float, lo: float, hi: float) -> float:

@@ -53,7 +53,11 @@ mount_facts() {
     df -P -i -- "$p" 2>&1 | tail -n 1 | sed 's/^/inodes /'
   done
 }
-write_probe() { [ -d "$1" ] || { echo absent; return 0; }; f=$(mktemp "$1/.rgt-probe.XXXXXX" 2>&1) || { echo "write-failed $f"; return 0; }; rm -f -- "$f"; echo ok; }
+# write_probe DIR: a 64 KiB write, not an empty file: an empty file needs an inode but no bytes,
+# so it succeeds on a disk with 0 bytes free.
+write_probe() { [ -d "$1" ] || { echo absent; return 0; }; f=$(mktemp "$1/.rgt-probe.XXXXXX" 2>&1) || { echo "write-failed $f"; return 0; }
+  if ! e=$(head -c 65536 /dev/zero 2>&1 > "$f"); then rm -f -- "$f"; echo "write-failed ${e:-no space for 64 KiB}"; return 0; fi
+  rm -f -- "$f"; echo ok; }
 cg() {
   rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
   for d in "/sys/fs/cgroup$rel" /sys/fs/cgroup; do

@@ -35,6 +35,8 @@ on_exit() { [ -f "$d/on_exit.sh" ] || return 0
     cd -- "$(cat "$d/workdir")" 2>/dev/null || cd -- "$d" || exit 96
     timeout 60 bash "$d/on_exit.sh" ) < /dev/null > "$d/on_exit.log" 2>&1
   printf '# rgt: on_exit exited %s\n' "$?" >> "$d/on_exit.log"; return 0; }
+# The log may hold what the job prints about its data and paths: owner and group only.
+: >> "$d/log" && chmod 640 "$d/log" 2>/dev/null
 printf '# rgt: run %s started %s on %s (command in cmd.sh)\n' "${d##*/}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" >> "$d/log"
 # shellcheck source=/dev/null
 . "$d/env.sh" >> "$d/log" 2>&1 || { echo "# rgt: env.sh failed" >> "$d/log"; finish 97; exit 97; }

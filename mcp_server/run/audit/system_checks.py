@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from mcp_server.run.audit.model import Check, Facts, MountReport, Status, check, gib, redact_url
+from mcp_server.settings import LAUNCH_MIN_FREE_GIB, LAUNCH_MIN_FREE_INODES
 
 FULL_PCT, NEAR_PCT = 95.0, 85.0
 FLOOR_BYTES = 10 * 2**30
@@ -40,7 +41,11 @@ def a10_bytes(m: MountReport) -> Check:
           f"{gib(m.bytes_avail)} free of {gib(m.bytes_total)} [{', '.join(m.roles)}]")
     if m.bytes_used_pct >= FULL_PCT:
         return check("A10", title, "FAIL", ev + "; writes will fail soon", m.path)
-    low = bool({"durable", "scratch"} & set(m.roles)) and (m.bytes_avail or 0) < FLOOR_BYTES
+    work = bool({"durable", "scratch"} & set(m.roles))
+    if work and (m.bytes_avail or 0) < LAUNCH_MIN_FREE_GIB * 2**30:
+        return check("A10", title, "FAIL",
+                     ev + f"; below the {LAUNCH_MIN_FREE_GIB:g} GiB launch_detached refuses to start under", m.path)
+    low = work and (m.bytes_avail or 0) < FLOOR_BYTES
     if m.bytes_used_pct >= NEAR_PCT or low:
         return check("A10", title, "WARN", ev + (f"; below the {gib(FLOOR_BYTES)} launch floor" if low else ""), m.path)
     return check("A10", title, "PASS", ev, m.path)
@@ -55,6 +60,9 @@ def a11_inodes(m: MountReport) -> Check:
     if (m.inodes_used_pct or 0) >= FULL_PCT:
         return check("A11", title, "FAIL",
                      ev + "; 'No space left on device' even though bytes look fine (many small files)", m.path)
+    if {"durable", "scratch"} & set(m.roles) and (m.inodes_free or 0) < LAUNCH_MIN_FREE_INODES:
+        return check("A11", title, "FAIL", ev + f"; below the {LAUNCH_MIN_FREE_INODES} free inodes launch_detached "
+                     "refuses to start under", m.path)
     if (m.inodes_used_pct or 0) >= NEAR_PCT:
         return check("A11", title, "WARN", ev, m.path)
     return check("A11", title, "PASS", ev, m.path)

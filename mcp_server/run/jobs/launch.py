@@ -29,11 +29,12 @@ from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
 from mcp_server.run.jobs.status import FINISHED, LIVE, STATE_FUNCS, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
+from mcp_server.settings import LAUNCH_MIN_FREE_GIB, LAUNCH_MIN_FREE_INODES
 from mcp_server.verify.artifacts.roster import check_pattern
 
 MAX_PROBE_S = 25.0
-DEFAULT_MIN_FREE_GIB = 5.0
-DEFAULT_MIN_FREE_INODES = 10_000
+DEFAULT_MIN_FREE_GIB = LAUNCH_MIN_FREE_GIB
+DEFAULT_MIN_FREE_INODES = LAUNCH_MIN_FREE_INODES
 LOG_TAIL_BYTES = 8192
 
 Outcome = Literal["running", "exited_early", "already_running", "already_finished", "queued"]

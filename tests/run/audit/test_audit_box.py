@@ -129,7 +129,8 @@ async def test_inode_exhaustion_fails_while_bytes_look_fine(env, box, client, ti
     inodes = by_id(a, "A11", str(tiny_inode_fs))
     space = by_id(a, "A10", str(tiny_inode_fs))
     assert inodes["status"] == "FAIL" and "No space left on device" in inodes["evidence"]
-    assert space["status"] != "FAIL" and space["evidence"].split(": ")[1].startswith("0% used")
+    # Bytes 0% used; A10 still fails, by design, because 64 MiB is under the launch's 5 GiB floor.
+    assert space["evidence"].split(": ")[1].startswith("0% used") and "launch_detached refuses" in space["evidence"]
     assert by_id(a, "A19")["status"] == "FAIL", "the write probe must fail on a full inode table"
 
 
@@ -233,3 +234,41 @@ async def test_list_runs_warns_about_an_idle_billed_box(gpu_box, gpu, client) ->
     res = structured(await client.call_tool("list_runs", {"host": "gpu1"}))
     runs = res["outcomes"][0]["runs"]
     assert runs["live"] == 0 and "idle box" in runs["idle_warning"] and "USD" in runs["accrued_cost"]
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A real 8 MiB filesystem with 4,000 inodes: under both launch floors (5 GiB, 10,000 inodes)."""
+    mnt = tmp_path / "smallfs"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=4000", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_security_the_audit_is_as_strict_as_the_launch_gates(env, box, client, small_fs) -> None:
+    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(small_fs)}})
+    a = await audit_of(client, host="gpu1")
+    space, inodes = by_id(a, "A10", str(small_fs)), by_id(a, "A11", str(small_fs))
+    assert space["status"] == "FAIL" and "launch_detached refuses" in space["evidence"]
+    assert inodes["status"] == "FAIL" and "10000 free inodes" in inodes["evidence"]
+
+
+async def test_security_the_write_probe_fails_with_zero_bytes_free(env, box, client, small_fs) -> None:
+    filler = small_fs / "filler.bin"
+    with filler.open("wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(small_fs)}})
+    a = await audit_of(client, host="gpu1")
+    a19 = by_id(a, "A19")
+    assert a19["status"] == "FAIL" and "cannot create a file" in a19["evidence"]
+    assert not list(small_fs.glob(".rgt-probe.*")), "the probe cleans up after itself"

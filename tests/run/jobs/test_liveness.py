@@ -67,3 +67,13 @@ async def test_security_a_term_from_outside_is_recorded_not_reported_as_a_hard_k
     log = Path(run["run_dir"], "log").read_text()
     assert "received SIGTERM" in log
     assert Path(run["run_dir"], "signalled").read_text().strip() == "TERM"
+
+
+async def test_security_a_run_log_is_not_world_readable(durable_box: Box, client) -> None:
+    run = await launch(client, command="echo hi")
+    log = Path(run["run_dir"], "log")
+
+    async def written() -> bool:
+        return log.exists() and log.stat().st_size > 0
+    await until(written, timeout=20, what="the log to be written")
+    assert log.stat().st_mode & 0o777 == 0o640
