@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="tool name, e.g. audit_box")
     call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
     sub.add_parser("tools", help="list the tools with their first description line")
+    demo = sub.add_parser("demo", help="the whole lifecycle on this machine with a tiny CPU training run (~1 min)")
+    demo.add_argument("--dir", help="where the demo writes everything (default: $RGT_HOME/demo/<time>)")
     stale = sub.add_parser("stale", help="list the knowledge base's facts due a re-check, by platform")
     stale.add_argument("--months", type=int, default=DEFAULT_MONTHS,
                        help=f"list facts verified more than this many months ago (default {DEFAULT_MONTHS}); "
@@ -103,6 +105,19 @@ def _stale(months: int) -> int:
     return 0
 
 
+def _demo(folder: str | None) -> int:
+    import time
+    from pathlib import Path
+
+    from mcp_server.demo.runner import run_demo
+
+    base = Path(folder).expanduser() if folder else Settings.from_env().home / "demo" / time.strftime("%Y%m%d-%H%M%S")
+    if base.exists() and any(base.iterdir()):
+        print(f"{base} is not empty: give --dir a new folder", file=sys.stderr)
+        return 2
+    return asyncio.run(run_demo(base.resolve(), lambda line: print(line, flush=True)))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -125,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_tools())
     if args.command == "stale":
         return _stale(args.months)
+    if args.command == "demo":
+        return _demo(args.dir)
     server = build_server()
     if args.transport == "http":
         server.run("streamable-http", host="127.0.0.1", port=args.port)

@@ -93,5 +93,4 @@ def register(server: MCPServer) -> None:
                                 allow_pickle=allow_pickle, expect_keys=expect_keys, cells=cells, pack=pack,
                                 accept_from=producer, compare_with=compare_with)
             return await verify_artifacts(box, spec, req, pulls_dir=app.settings.pulls_dir, ledger=app.ledger,
-                                          pull_roots=app.settings.pull_roots,
-                                          progress=progress)
+                                          pull_roots=app.settings.pull_roots, progress=progress)

@@ -1,0 +1,205 @@
+"""The demo's steps, each a tool call through a real in-memory MCP client, as an agent makes
+them. Everything it writes lives under one demo folder: its own state dir (ledger, pulls), an
+inventory with one host `demo` (this machine, durable and scratch roots inside the folder), the
+code folder the runs work in, and the report. The user's own runs and ledger are never touched."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.types import CallToolResult, ImageContent
+
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
+
+HERE = Path(__file__).parent
+SEEDS = (1, 2, 3)
+Say = Callable[[str], None]
+
+
+class DemoFailed(RuntimeError):
+    """A step did not do what it should; the message names it."""
+
+
+@dataclass
+class Demo:
+    base: Path
+    say: Say
+    client: Client
+    run_ids: dict[int, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    verdicts: list[str] = field(default_factory=list)
+
+    @property
+    def work(self) -> Path:
+        return self.base / "work"
+
+    async def call(self, tool: str, args: dict[str, Any], progress: Any = None) -> dict[str, Any]:
+        res = await self.client.call_tool(tool, args, progress_callback=progress)
+        if res.is_error:
+            raise DemoFailed(f"{tool}: " + _text(res))
+        return res.structured_content or {}
+
+    def step(self, name: str, verdict: str) -> None:
+        self.verdicts.append(f"{name:18} {verdict}")
+        self.say(f"  {name:18} {verdict}")
+
+
+def _text(res: CallToolResult) -> str:
+    return "\n".join(getattr(c, "text", "") for c in res.content)[:2000]
+
+
+def prepare(base: Path) -> Settings:
+    """The demo folder: inventory, code folder with the bundled script, roots; returns its settings."""
+    for d in ("work", "box", "scratch", "paper"):
+        (base / d).mkdir(parents=True, exist_ok=True)
+    (base / "state").mkdir(mode=0o700, exist_ok=True)  # the server's own state is private
+    shutil.copy(HERE / "train_tiny.py", base / "work" / "train_tiny.py")
+    (base / "hosts.toml").write_text(
+        '[hosts.demo]\ndestination = "local"\nprofile = "local"\n'
+        f"durable_root = {json.dumps(str(base / 'box'))}\nscratch_root = {json.dumps(str(base / 'scratch'))}\n")
+    return Settings.from_env({"RGT_HOME": str(base / "state"), "RGT_CONFIG": str(base / "hosts.toml"),
+                              "RGT_SSH_CONFIG": "none"})
+
+
+async def audit(d: Demo) -> None:
+    out = await d.call("audit_box", {"host": "demo"})
+    checks = out["outcomes"][0]["audit"]["checks"]
+    counts = {s: sum(c["status"] == s for c in checks) for s in ("PASS", "WARN", "FAIL", "SKIP")}
+    d.step("audit_box", ", ".join(f"{n} {s}" for s, n in counts.items()) + " (no GPU here: GPU checks skip)")
+
+
+async def launch(d: Demo) -> None:
+    for seed in SEEDS:
+        cmd = f"{sys.executable} train_tiny.py --seed {seed} --out out/seed{seed}"
+        out = await d.call("launch_detached", {"host": "demo", "name": f"tiny-s{seed}", "command": cmd,
+                                               "workdir": str(d.work), "probe_s": 0,
+                                               "outputs": [f"out/seed{seed}/final.json"]})
+        d.run_ids[seed] = out["outcomes"][0]["launch"]["run_id"]
+    d.step("launch_detached", f"{len(SEEDS)} seeds started detached: " + ", ".join(d.run_ids.values()))
+
+
+async def wait(d: Demo) -> None:
+    started = time.monotonic()
+    for seed, run_id in d.run_ids.items():
+        async def show(progress: float, total: float | None, message: str | None, seed: int = seed) -> None:
+            d.say(f"    seed {seed}: {message or ''}"[:110])
+        while True:
+            out = await d.call("wait_for_run", {"host": "demo", "run_id": run_id, "timeout_s": 30}, show)
+            if out["ended"]:
+                break
+        if out["state"]["status"] != "succeeded":
+            raise DemoFailed(f"wait_for_run: seed {seed} ended {out['state']['status']}: {out['message']}")
+    d.step("wait_for_run", f"all {len(SEEDS)} runs succeeded in {time.monotonic() - started:.0f} s")
+
+
+async def curves(d: Demo) -> None:
+    res = await d.client.call_tool("plot_run", {"host": "demo", "run_ids": list(d.run_ids.values()),
+                                                "series": ["loss", "acc"]})
+    if res.is_error:
+        raise DemoFailed("plot_run: " + _text(res))
+    images = [c for c in res.content if isinstance(c, ImageContent)]
+    flags = [f for s in (res.structured_content or {}).get("runs", []) for f in s.get("flags", [])]
+    if not images:
+        d.step("plot_run", "numbers only (install the [plots] extra for the PNG)")
+        return
+    png = d.base / "curves.png"
+    png.write_bytes(base64.b64decode(images[0].data))
+    d.files["curves (PNG)"] = str(png)
+    d.step("plot_run", f"{png.stat().st_size // 1024} KB PNG of loss and acc, 3 seeds overlaid"
+           + (f"; flags: {'; '.join(flags[:2])}" if flags else "; no divergence or NaN"))
+
+
+async def verify(d: Demo) -> dict[str, float]:
+    args = {"host": "demo", "root": str(d.work / "out"), "budget_s": 30,
+            "roster": ["seed*/final.json", "seed*/metrics.jsonl", "seed*/weights.safetensors"]}
+    out = await d.call("verify_artifacts", args)
+    while not out["done"]:
+        out = await d.call("verify_artifacts", args)
+    if not out["passed"]:
+        raise DemoFailed("verify_artifacts: " + json.dumps(out.get("findings"))[:500])
+    d.files["PULL_VERIFIED.json"] = out["verified_path"]
+    d.step("verify_artifacts", f"passed: {out['files_total']} files hashed on the box, pulled, checked by type")
+    pulled = Path(out["dest"])
+    return {f"seed{s}": json.loads((pulled / f"seed{s}" / "final.json").read_text())["accuracy"] for s in SEEDS}
+
+
+async def probe(d: Demo, accs: dict[str, float]) -> None:
+    out = await d.call("run_probe", {"inputs": {"probe": "mde", "baseline_values": list(accs.values()),
+                                                "claimed_effect": 0.01}})
+    finding = out.get("finding", out)
+    d.step("run_probe (mde)", f"{finding.get('verdict')}: {str(finding.get('disclosure') or '')[:90]}")
+
+
+def write_paper(d: Demo, accs: dict[str, float]) -> Path:
+    """EVIDENCE.json and a results file from the verified numbers, and the bundled report with
+    one number that matches them and one stale number from an 'earlier draft'."""
+    vals = list(accs.values())
+    mean, std = round(statistics.fmean(vals), 4), round(statistics.stdev(vals), 4)
+    paper = d.base / "paper"
+    (paper / "results" / "tiny").mkdir(parents=True, exist_ok=True)
+    (paper / "results" / "tiny" / "results.json").write_text(json.dumps(
+        {"accuracy": mean, "accuracy_std": std, "seeds": len(vals), "split": "test", "n": 400}))
+    evidence = {"project": "demo", "claims": [{"id": "C1", "statement": "The tiny model learns the blobs.",
+                "evidence": [{"exp_id": "tiny", "metric": "accuracy", "value": mean, "split": "test", "n": 400,
+                              "variance": {"type": "std", "value": std, "seeds": len(vals)},
+                              "aliases": ["tiny model"], "results_json": "results/tiny/results.json"}]}]}
+    (paper / "EVIDENCE.json").write_text(json.dumps(evidence, indent=1))
+    text = (HERE / "report.md").read_text().format(seeds=len(vals), acc=f"{mean:.4f}", std=f"{std:.4f}", n=400,
+                                                   stale=f"{min(mean + 0.0312, 0.99):.4f}")
+    (paper / "report.md").write_text(text)
+    d.files["report"] = str(paper / "report.md")
+    return paper / "EVIDENCE.json"
+
+
+async def reconcile(d: Demo, accs: dict[str, float]) -> None:
+    evidence = write_paper(d, accs)
+    out = await d.call("reconcile_evidence", {"evidence": str(evidence), "documents": ["report.md"]})
+    counts = out["summary"]["counts"]
+    if not counts.get("stale"):
+        raise DemoFailed("reconcile_evidence: the stale number in the report was not flagged: " + json.dumps(counts))
+    stale = next(f for f in out["findings"] if f["category"] == "stale")
+    d.step("reconcile_evidence", f"{counts.get('match', 0)} number(s) match the evidence; stale: "
+           f"{stale['text']} at report.md:{stale['line']} (evidence says {stale['evidence_value']})")
+
+
+async def teardown_plan(d: Demo) -> None:
+    plan = (await d.call("teardown", {"host": "demo", "action": "none"}))["plan"]
+    gates = ", ".join(f"{g['id']} {g['state']}" for g in plan["gates"])
+    d.step("teardown (plan)", f"{gates}; {plan['next_step'][:80]} (not confirmed: a demo stops nothing)")
+
+
+async def run_demo(base: Path, say: Say) -> int:
+    """Run every step; 0 when each did what it should, 1 naming the step otherwise."""
+    started = time.monotonic()
+    settings = prepare(base)
+    say(f"remote-gpu-trainer demo in {base}")
+    async with Client(build_server(settings), read_timeout_seconds=120) as client:
+        d = Demo(base, say, client)
+        try:
+            await audit(d)
+            await launch(d)
+            await wait(d)
+            await curves(d)
+            accs = await verify(d)
+            await probe(d, accs)
+            await reconcile(d, accs)
+            await teardown_plan(d)
+        except DemoFailed as exc:
+            say(f"demo FAILED at {exc}")
+            return 1
+    d.files["run dirs"] = str(base / "box" / ".rgt" / "runs")
+    say(f"done in {time.monotonic() - started:.0f} s. Files:")
+    for what, where in d.files.items():
+        say(f"  {what:18} {where}")
+    return 0
