@@ -7,20 +7,36 @@ from __future__ import annotations
 
 import os
 
-from mcp_server.hosts.pool import HostPool
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.pool import HostPool, HostSpec
 from mcp_server.knowledge import profiles
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
+from mcp_server.run.jobs.watch import Publish, RunWatch
 from mcp_server.settings import Settings
 from mcp_server.statedir import secure_state
 
 
 class App:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, publish: Publish | None = None) -> None:
         self.settings = settings
         self.redactor = Redactor()
         self._pool: HostPool | None = None
         self._ledger: Ledger | None = None
+        self._publish = publish
+        self._watch: RunWatch | None = None
+
+    @property
+    def watch(self) -> RunWatch:
+        """Watchers of subscribed runs (they publish resource-updated URIs through `publish`)."""
+        if self._watch is None:
+            self._watch = RunWatch(self._open_host, self._publish or _nowhere,
+                                   interval_s=self.settings.watch_interval_s)
+        return self._watch
+
+    async def _open_host(self, name: str) -> tuple[Host, HostSpec]:
+        spec = self.pool.spec(name)
+        return await self.pool.host(spec), spec
 
     @property
     def pool(self) -> HostPool:
@@ -49,7 +65,13 @@ class App:
                 self.redactor.add(os.environ[n])
 
     async def close(self) -> None:
+        if self._watch is not None:
+            await self._watch.close()
         if self._pool is not None:
             await self._pool.close()
         if self._ledger is not None:
             self._ledger.close()
+
+
+async def _nowhere(uri: str) -> None:
+    """Publish target when no server bus is attached (an App used outside a server)."""

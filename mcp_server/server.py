@@ -7,11 +7,13 @@ import logging
 from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from mcp_server import __version__
 from mcp_server.app import App
 from mcp_server.settings import Settings
 from mcp_server.tools import register_all
+from mcp_server.tools.run_resources import watch_subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +28,14 @@ token the plan returned."""
 def build_server(settings: Settings | None = None) -> MCPServer[App]:
     settings = settings or Settings.from_env()
 
+    bus = InMemorySubscriptionBus()
+
+    async def publish(uri: str) -> None:
+        await bus.publish(ResourceUpdated(uri=uri))
+
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
-        app = App(settings)
+        app = App(settings, publish)
         log.info("remote-gpu-trainer %s: state in %s", __version__, settings.home)
         try:
             yield app
@@ -41,6 +48,8 @@ def build_server(settings: Settings | None = None) -> MCPServer[App]:
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         log_level=settings.log_level,
+        subscriptions=bus,
     )
     register_all(server)
+    server.middleware.append(watch_subscriptions)
     return server

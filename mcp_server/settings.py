@@ -23,6 +23,7 @@ OUTPUT_CAP_BYTES = 16 * 1024  # default window of paged text (tail_logs max_byte
 LOG_LEVEL: LogLevel = "WARNING"
 TEARDOWN_CONFIRM_S = 20.0
 HTTP_TIMEOUT_S = 15.0
+WATCH_INTERVAL_S = 30.0  # how often a host with subscribed runs is polled (backing off to 4x when quiet)
 # The launch's disk gate on the durable root; audit_box's A10/A11 fail below the same floors.
 LAUNCH_MIN_FREE_GIB = 5.0
 LAUNCH_MIN_FREE_INODES = 10_000
@@ -63,6 +64,7 @@ class Settings(BaseModel):
     log_level: LogLevel = LOG_LEVEL
     teardown_confirm_s: float = TEARDOWN_CONFIRM_S
     http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
+    watch_interval_s: float = Field(default=WATCH_INTERVAL_S, description="base poll interval for subscribed runs")
     pull_roots: tuple[Path, ...] = Field(default=(), description="local folders verify_artifacts may pull into, "
                                          "besides <home>/pulls (RGT_PULL_ROOTS, separated by os.pathsep)")
 
@@ -101,5 +103,6 @@ class Settings(BaseModel):
             log_level=_log_level(env.get("RGT_LOG_LEVEL", LOG_LEVEL)),
             teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", TEARDOWN_CONFIRM_S, 1, 30),
             http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
+            watch_interval_s=_float_env(env, "RGT_WATCH_INTERVAL", WATCH_INTERVAL_S, 0.2, 3600),
             pull_roots=tuple(Path(p).expanduser() for p in env.get("RGT_PULL_ROOTS", "").split(os.pathsep) if p),
         )

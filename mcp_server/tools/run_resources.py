@@ -1,14 +1,18 @@
 """Runs as resources: runs://{host}/{run_id} (status JSON) and runs://{host}/{run_id}/log (the
-bounded log tail). Read on demand, one box round trip or two; no polling here."""
+bounded log tail), read on demand. A client that subscribes to them (`subscriptions/listen`)
+gets a resource-updated event when the run changes: `watch_subscriptions` sees each listen
+stream open and close and tells the App's watchers which runs to poll (run/jobs/watch.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
+from mcp_server.app import App
 from mcp_server.errors import NotFoundError, RgtError
 from mcp_server.run.jobs.runview import read_log, run_view
 from mcp_server.tools._common import app_of, coded_message
@@ -52,3 +56,24 @@ def register(server: MCPServer) -> None:
                                  "its state and byte range; tail_logs pages the rest.", mime_type="text/plain")
     async def run_log(host: str, run_id: str, ctx: Context) -> str:
         return await _log(ctx, host, run_id)
+
+
+def _listened_uris(params: Any) -> list[str]:
+    """The resource URIs a raw `subscriptions/listen` request asks for."""
+    notes = params.get("notifications") if isinstance(params, dict) else None
+    uris = notes.get("resourceSubscriptions") if isinstance(notes, dict) else None
+    return [u for u in uris if isinstance(u, str)] if isinstance(uris, list) else []
+
+
+async def watch_subscriptions(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Middleware: while a listen stream asking for runs:// URIs is open, their host is watched.
+    The stream is the request itself, so its end (client gone, cancelled) ends the watch."""
+    if ctx.method != "subscriptions/listen":
+        return await call_next(ctx)
+    app = ctx.lifespan_context
+    watched = app.watch.add(_listened_uris(ctx.params)) if isinstance(app, App) else []
+    try:
+        return await call_next(ctx)
+    finally:
+        if watched:
+            app.watch.remove(watched)
