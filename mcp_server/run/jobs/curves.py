@@ -3,6 +3,7 @@ them into series, summarise each, and save a rendered plot back into the run dir
 
 from __future__ import annotations
 
+import base64
 import secrets as _secrets
 
 from pydantic import BaseModel, Field
@@ -13,12 +14,14 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.redact import Redactor
+from mcp_server.run.jobs import tbevents
 from mcp_server.run.jobs.metrics import Points, SeriesStats, merge, parse_csv, parse_text, summarize
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import check_run_id, run_dir_path
 from mcp_server.run.jobs.status import RunState, parse_state
 
 FILE_WINDOW = 4 * 1024 * 1024
+TB_WINDOW = 8 * 1024 * 1024  # first bytes of each TensorBoard event file
 _SAVE_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -56,6 +59,13 @@ def _series_of(sections: list[tuple[str, int, str]]) -> tuple[dict[str, Points],
     used, partial = [], False
     # A metrics file is what the job meant as its metrics: it wins over what the log says.
     for name, size, text in sorted(sections, key=lambda s: s[0] == "log"):
+        if name.startswith("tfevents:"):
+            parsed = tbevents.parse_events(base64.b64decode(text.strip() or ""))
+            partial = partial or size > TB_WINDOW
+            if parsed:
+                used.append(name)
+                merge(data, parsed)
+            continue
         if size > FILE_WINDOW:
             partial = True
             text = text.partition("\n")[2]  # the first line of a cut window is partial
@@ -70,8 +80,9 @@ async def read_run_metrics(host: Host, spec: HostSpec, run_id: str, redactor: Re
     """One round trip: state and every metric source of the run, parsed here (summarise with `summarize_run`)."""
     run_dir = path_word(run_dir_path(spec.durable_root, check_run_id(run_id)), "run dir")
     nonce = _secrets.token_hex(8)
-    res = await host.run(job_script("job_metrics_read", run_dir, quote(str(FILE_WINDOW)), quote(nonce)),
-                         timeout=30, max_output=8 * FILE_WINDOW + 65536)
+    tb = TB_WINDOW if tbevents.available() else 0
+    res = await host.run(job_script("job_metrics_read", run_dir, quote(str(FILE_WINDOW)), quote(nonce), quote(str(tb))),
+                         timeout=30, max_output=8 * FILE_WINDOW + tbevents.MAX_FILES * (tb * 4 // 3 + 512) + 65536)
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
                             path=spec.durable_root, next_step="list_runs shows the runs on the box")

@@ -154,3 +154,31 @@ async def test_a_csv_in_the_runs_workdir_is_read(durable_box: Box, client) -> No
     assert rc["sources"] == ["workdir/metrics.csv"] and res["series"] == ["train_loss", "val_acc"]
     acc = next(s for s in rc["series"] if s["key"] == "val_acc")
     assert acc["goal"] == "max" and acc["best"] == 1.0 and acc["last_step"] == 10 and acc["trend"] == "improving"
+
+
+def write_tfevents(folder: Path, series: dict[str, list[float]]) -> None:
+    """A TensorBoard event file as TensorBoard's own writer makes it (TF1 simple_value scalars)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder))
+    for step in range(len(next(iter(series.values())))):
+        values = [summary_pb2.Summary.Value(tag=tag, simple_value=vals[step]) for tag, vals in series.items()]
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=values)))
+    writer.close()
+
+
+async def test_tensorboard_event_files_in_the_workdir_are_read(durable_box: Box, client) -> None:
+    tb_dir = durable_box.work / "tb" / "train"
+    tb_dir.mkdir(parents=True)
+    loss = [1.0 / (i + 1) for i in range(30)] + [float("nan")]
+    write_tfevents(tb_dir, {"train/loss": loss, "lr": [0.1] * 31})
+    crafted_run(durable_box, "tbrun", "no metrics in this log\n")
+    res = structured(await client.call_tool("plot_run", {"host": "gpu1", "run_id": "tbrun", "save": False,
+                                                         "series": ["train/loss"]}))
+    run = res["runs"][0]
+    assert any(src.startswith("tfevents:tb/train/events.out.tfevents.") for src in run["sources"]), run["sources"]
+    assert set(run["available"]) >= {"train/loss", "lr"}
+    (s,) = run["series"]
+    assert s["points"] == 31 and s["nan_count"] == 1 and s["first_nonfinite_step"] == 30
