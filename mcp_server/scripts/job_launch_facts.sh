@@ -9,7 +9,7 @@ printf 'durable=%s\n' "$(cd "$root" && pwd -P)"
 printf 'base=%s\nuser=%s\nhostname=%s\nuname=%s\n' "$base" "$(id -un)" "$(hostname)" "$(uname -srm)"
 printf 'bytes=%s\n' "$(df -P -k -- "$root" | tail -n 1)"
 printf 'inodes=%s\n' "$(df -P -i -- "$root" | tail -n 1)"
-printf 'tmux=%s\nsetsid=%s\n' "$(command -v tmux)" "$(command -v setsid)"
+printf 'tmux=%s\nsetsid=%s\nsbatch=%s\n' "$(command -v tmux)" "$(command -v setsid)" "$(command -v sbatch)"
 if [ -d "$wd" ]; then printf 'workdir=%s\n' "$(cd -- "$wd" && pwd -P)"
   if command -v git >/dev/null 2>&1 && git -C "$wd" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     printf 'git_commit=%s\n' "$(git -C "$wd" rev-parse HEAD 2>/dev/null)"

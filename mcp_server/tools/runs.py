@@ -40,8 +40,9 @@ EnvArg = Annotated[dict[str, str] | None, Field(description="non-secret environm
 SecretEnvArg = Annotated[list[str] | None, Field(
     description="NAMES of variables in the server's own environment to pass to the job over stdin; values never "
     "appear in argv, ps, files, logs, ledger or output")]
-BackendArg = Annotated[Literal["shell", "tmux"], Field(
-    description="shell: setsid detached process; tmux: a named session you can attach to")]
+BackendArg = Annotated[Literal["shell", "tmux", "slurm"], Field(
+    description="shell: setsid detached process; tmux: a named session you can attach to; slurm: a batch job "
+    "submitted with sbatch from this login node (the run dir must be on the cluster's shared filesystem)")]
 AllowFallbackArg = Annotated[bool, Field(description="with backend=tmux, fall back to shell when tmux is missing")]
 ProbeArg = Annotated[float, Field(
     description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]

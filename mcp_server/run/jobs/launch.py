@@ -147,6 +147,9 @@ def choose_backend(req: LaunchRequest, facts: dict[str, str]) -> tuple[Backend, 
                              next_step="install tmux (apt-get install -y tmux), or call again with allow_fallback=true "
                              "to use the shell backend (setsid; same run dir and exit-code contract)")
         return "shell", ["tmux is missing: fell back to the shell backend (setsid) as allowed"]
+    if req.backend == "slurm" and not facts.get("sbatch"):
+        raise InputError("sbatch is not on this host's PATH: it is not a Slurm login node", observed="backend=slurm",
+                         next_step="launch from the cluster's login node (its SSH alias), or use backend shell/tmux")
     return req.backend, []
 
 
@@ -267,6 +270,9 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     async with ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"):
         res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20)
     result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
+    if backend == "slurm" and result.outcome == "running":  # the queue, not a local pid, says where it is
+        (result.state,) = await engine.status(host, [result.run_dir])
+        result.outcome = "exited_early" if result.state.status in FINISHED else "running"
     if ledger is not None and result.outcome in ("running", "exited_early"):
         _record_launch(ledger, spec, req, record, result)
     return result

@@ -19,6 +19,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import RunRecordSummary, check_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
@@ -151,16 +152,21 @@ async def tail_logs(
     if b"RGT-NOLOG" in res.stdout.partition(f"@@W{nonce}".encode())[0]:
         raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
     kv, read = _split(res.stdout, nonce)
-    _learn_secrets(kv.get("runjson", ""), redactor)
-    return _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, read,
-                   lines, stall_s, redactor)
+    record = _learn_secrets(kv.get("runjson", ""), redactor)
+    result = _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, read,
+                     lines, stall_s, redactor)
+    if run_id and own_state(record.backend):  # a queued Slurm job has no local process: ask the queue
+        (result.state,) = await ENGINES[record.backend or ""].status(host, [run_dir_path(spec.durable_root, run_id)])
+    return result
 
 
-def _learn_secrets(runjson_b64: str, redactor: Redactor) -> None:
+def _learn_secrets(runjson_b64: str, redactor: Redactor) -> RunRecordSummary:
     """A new server instance redacts the run's secrets too: their names are in run.json."""
-    for n in RunRecordSummary.from_base64(runjson_b64).secret_env_names:
+    record = RunRecordSummary.from_base64(runjson_b64)
+    for n in record.secret_env_names:
         if n in os.environ:
             redactor.add(os.environ[n])
+    return record
 
 
 def _cut(read: _Read, start: int, lines: int | None) -> tuple[int, bytes, bytes, bytes]:

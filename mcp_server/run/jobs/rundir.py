@@ -33,7 +33,7 @@ from mcp_server.run.jobs.sync import RunSync
 
 RunStatus = Literal["queued", "running", "orphaned", "succeeded", "failed", "sync_failed", "cancelled", "lost",
                     "unknown"]
-Backend = Literal["shell", "tmux"]
+Backend = Literal["shell", "tmux", "slurm"]
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
 
@@ -103,6 +103,7 @@ class RunRecordSummary(BaseModel):
     started_at: float | None = None
     secret_env_names: list[str] = Field(default_factory=list)
     outputs: RunOutputs | None = None
+    backend: str | None = None
 
     @classmethod
     def from_base64(cls, text: str) -> RunRecordSummary:

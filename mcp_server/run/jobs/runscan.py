@@ -23,10 +23,10 @@ from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.run.jobs.engines import ENGINES
-from mcp_server.run.jobs.engines.base import DEFAULT_ENGINE, RunDirEngine
+from mcp_server.run.jobs.engines import ENGINES, own_state
+from mcp_server.run.jobs.engines.base import DEFAULT_ENGINE
 from mcp_server.run.jobs.rundir import RunRecordSummary, RunStatus, run_dir_path, runs_dir_path
-from mcp_server.run.jobs.status import ENDED, RunState, StateLine
+from mcp_server.run.jobs.status import RunState, StateLine
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -95,16 +95,16 @@ async def scan_runs(host: Host, spec: HostSpec) -> list[BoxRun]:
     return await _engine_states(host, spec, runs)
 
 
-def _own_state(engine: str) -> bool:
-    """True when the engine's state is something other than the run dir's (Slurm's queue)."""
-    found = ENGINES.get(engine)
-    return found is not None and getattr(type(found), "status", None) is not RunDirEngine.status
+# Statuses the run dir proves by itself (an exit file or a cancel record).
+RECORDED = ("succeeded", "failed", "sync_failed", "cancelled")
 
 
 async def _engine_states(host: Host, spec: HostSpec, runs: list[BoxRun]) -> list[BoxRun]:
     out = list(runs)
-    for name in {r.engine for r in runs if _own_state(r.engine)}:
-        idx = [i for i, r in enumerate(runs) if r.engine == name and r.state.status not in ENDED]
+    for name in {r.engine for r in runs if own_state(r.engine)}:
+        # The run dir's own reading says only whether the wrapper recorded an end; a run with no
+        # exit file reads lost there (no local process) whatever its queue says: ask the engine.
+        idx = [i for i, r in enumerate(runs) if r.engine == name and r.state.status not in RECORDED]
         if idx:
             states = await ENGINES[name].status(host, [run_dir_path(spec.durable_root, runs[i].run_id) for i in idx])
             for i, st in zip(idx, states, strict=True):

@@ -1,4 +1,4 @@
-"""Each engine behind the JobEngine protocol, for real on LocalHost and over the test sshd:
+"""Each run-dir engine behind the JobEngine protocol, for real on LocalHost and over the test sshd:
 submit (through a launch), status of many runs in one round trip, list, log location, cancel."""
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from mcp_server.errors import NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.jobs.cancel import cancel_run
-from mcp_server.run.jobs.engines import ENGINES
+from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
 from mcp_server.settings import Settings
 from tests.support.wait import until, until_sync
 
-ENGINE_NAMES = sorted(ENGINES)
+# The engines whose runs are processes on the host itself; Slurm has its own tests against a real
+# Slurm (test_slurm.py).
+ENGINE_NAMES = sorted(n for n in ENGINES if not own_state(n))
 
 
 @dataclass

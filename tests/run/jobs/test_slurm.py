@@ -1,0 +1,123 @@
+"""The Slurm engine against a real single-node Slurm, through the real MCP client on the login
+node (here: this machine, `local`): submit → queued/running → succeeded with its log; a failing
+job → failed with its exit code and Slurm's word; scancel → cancelled; a job that cannot get a
+CPU waits PENDING with Slurm's reason; secrets never in the batch script, sbatch's record of the
+job (`scontrol show job -dd`) or argv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import structured
+from tests.support.slurm import Slurm, missing
+from tests.support.wait import until
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
+    why = missing()
+    if why:
+        pytest.skip(why)
+    cluster = Slurm(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def login_node(slurm_cluster: Slurm, env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    durable = tmp_path / "project"
+    durable.mkdir()
+    env.write_inventory({"cluster": {"destination": "local", "durable_root": str(durable)}})
+    yield durable
+    subprocess.run(["scancel", "--user", "root"], env={**os.environ, "SLURM_CONF": str(slurm_cluster.conf)},
+                   capture_output=True, check=False)
+
+
+async def submit(client: Any, command: str, **args: Any) -> dict[str, Any]:
+    res = structured(await client.call_tool("launch_detached", {"host": "cluster", "backend": "slurm",
+                                                                "command": command, "probe_s": 0, **args}))
+    (outcome,) = res["outcomes"]
+    assert outcome["error"] is None, outcome
+    return dict(outcome["launch"])
+
+
+async def state(client: Any, run_id: str) -> dict[str, Any]:
+    t = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run_id}))
+    return dict(t["state"]) | {"text": t["text"]}
+
+
+async def until_status(client: Any, run_id: str, want: set[str], timeout: float = 60) -> dict[str, Any]:
+    async def reached() -> dict[str, Any] | None:
+        s = await state(client, run_id)
+        return s if s["status"] in want else None
+    return await until(reached, timeout=timeout, interval=0.3, what=f"{run_id} to be {sorted(want)}")
+
+
+async def test_a_job_is_submitted_runs_and_succeeds_with_its_log(login_node: Path, client: Any) -> None:
+    run = await submit(client, "echo hello from $SLURM_JOB_ID; sleep 2; echo bye")
+    assert run["backend"] == "slurm" and run["state"]["status"] in ("queued", "running"), run
+    job_id = (Path(run["run_dir"]) / "slurm_job_id").read_text().strip()
+    assert job_id.isdigit() and "Slurm job" in " ".join(run["state"]["evidence"])
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
+    assert done["status"] == "succeeded" and done["exit_code"] == 0, done
+    assert f"hello from {job_id}" in done["text"] and "bye" in done["text"]
+    listed = structured(await client.call_tool("list_runs", {"host": "cluster"}))["outcomes"][0]["runs"]
+    assert listed["runs"][0]["run_id"] == run["run_id"] and listed["runs"][0]["status"] == "succeeded"
+
+
+async def test_a_failing_job_reads_failed_with_its_exit_code(login_node: Path, client: Any) -> None:
+    run = await submit(client, "echo about to fail; exit 3")
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
+    assert done["status"] == "failed" and done["exit_code"] == 3, done
+
+
+async def test_scancel_through_cancel_run_reads_cancelled(login_node: Path, client: Any) -> None:
+    run = await submit(client, "sleep 300")
+    await until_status(client, run["run_id"], {"running"})
+    res = structured(await client.call_tool("cancel_run", {"host": "cluster", "run_id": run["run_id"],
+                                                           "grace_s": 1, "reason": "test"}))
+    assert res["changed"] and res["state"]["status"] == "cancelled", res
+    job_id = (Path(run["run_dir"]) / "slurm_job_id").read_text().strip()
+    out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, check=False).stdout
+    assert out.strip() == "", "the job must have left the queue"
+
+
+async def test_a_job_without_a_free_cpu_waits_pending_with_slurms_reason(login_node: Path, client: Any) -> None:
+    cpus = os.cpu_count() or 1
+    runs = [await submit(client, "sleep 60") for _ in range(cpus + 1)]
+
+    async def one_pending() -> dict[str, Any] | None:
+        states = [await state(client, r["run_id"]) for r in runs]
+        return next((s for s in states if s["status"] == "queued"), None)
+    pending = await until(one_pending, timeout=30, interval=0.5, what="a job to wait PENDING")
+    assert "PENDING" in " ".join(pending["evidence"]) and "Resources" in " ".join(pending["evidence"])
+    listed = structured(await client.call_tool("list_runs", {"host": "cluster"}))["outcomes"][0]["runs"]
+    assert listed["live"] == cpus + 1
+
+
+async def test_security_secrets_never_reach_the_batch_script_slurms_job_record_or_argv(
+        login_node: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-slurm-" + os.urandom(8).hex()
+    monkeypatch.setenv("WANDB_API_KEY", secret)
+    run = await submit(client, "echo len=${#WANDB_API_KEY}; sleep 3", secret_env=["WANDB_API_KEY"])
+    await until_status(client, run["run_id"], {"running", "succeeded"})
+    run_dir = Path(run["run_dir"])
+    job_id = (run_dir / "slurm_job_id").read_text().strip()
+    record = subprocess.run(["scontrol", "show", "job", "-dd", job_id], capture_output=True, text=True,
+                            check=False).stdout
+    ps = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True).stdout
+    assert secret not in record and secret not in ps and secret not in (run_dir / "job.sbatch").read_text()
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
+    assert f"len={len(secret)}" in done["text"], "the job still receives the secret"
+    assert not (run_dir / "secrets.env").exists(), "the wrapper deletes the secrets file when the job starts"
+    for f in run_dir.iterdir():
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
