@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_server.errors import ConfigError
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.known_hosts import HostKeyPolicy
+from mcp_server.hosts.slurm_options import SlurmOptions
 
 _SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
 
@@ -32,6 +33,7 @@ class InventoryEntry(BaseModel):
     python: str | None = None
     api_base: str | None = Field(default=None, pattern=r"^https?://[^\s]+$",
                                  description="platform REST base URL override (default: the profile's)")
+    slurm: SlurmOptions | None = Field(default=None, description="a Slurm login node's job defaults")
 
     @field_validator("durable_root", "scratch_root", "python")
     @classmethod

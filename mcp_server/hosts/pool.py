@@ -11,6 +11,7 @@ from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.inventory import Inventory, InventoryEntry
 from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.local import LocalHost
+from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.hosts.ssh import SshHost
 from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
@@ -36,6 +37,7 @@ class HostSpec:
     api_key_env: str | None
     in_inventory: bool
     api_base: str | None = None
+    slurm: SlurmOptions | None = None
 
 
 def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
@@ -56,6 +58,7 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
         api_key_env=entry.api_key_env or (prof.api.api_key_env if prof.api else None),
         in_inventory=in_inventory,
         api_base=entry.api_base,
+        slurm=entry.slurm,
     )
 
 

@@ -3,6 +3,10 @@
 # run-dir wrapper, run by Slurm on a compute node in the run dir (which must be on the shared
 # filesystem). The job id is kept in the run dir (slurm_job_id); the job's name is the run's.
 
+# rgt_sbatch ARGS...: sbatch with the run's job options (partition, gpus, time, ...); a launch
+# with options defines its own after this library (engines/slurm.py: sbatch_function).
+rgt_sbatch() { sbatch --no-requeue "$@"; }
+
 # rgt_submit DIR JOB SECRETS: write the batch script and submit it. Secrets never enter the
 # batch script, sbatch's argv or the job's environment as Slurm records it: they go to a 0600
 # file in the run dir that the wrapper reads and deletes when the job starts.
@@ -11,7 +15,7 @@ rgt_submit() {
   ( umask 077 && printf '%s' "$3" > "$d/secrets.env" ) || { echo "RGT-SUBMIT-FAILED cannot write $d/secrets.env"; exit 1; }
   # shellcheck disable=SC2016  # $PWD is the job's: the run dir (--chdir), expanded when it starts
   printf '#!/bin/bash\n# remote-gpu-trainer: the run-dir wrapper as the batch shell\nexec bash "$PWD/wrapper.sh" shell "$PWD/secrets.env"\n' > "$d/job.sbatch"
-  if ! out=$(sbatch --parsable --job-name "$2" --output "$d/slurm.out" --open-mode=append --chdir "$d" \
+  if ! out=$(rgt_sbatch --parsable --job-name "$2" --output "$d/slurm.out" --open-mode=append --chdir "$d" \
       --signal=B:USR1@60 "$d/job.sbatch" 2>&1); then
     rm -f -- "$d/secrets.env"
     printf 'RGT-SUBMIT-FAILED sbatch: %s\n' "$(printf %s "$out" | tr '\n' ' ')"; exit 1

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
 from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
@@ -43,6 +44,9 @@ SecretEnvArg = Annotated[list[str] | None, Field(
 BackendArg = Annotated[Literal["shell", "tmux", "slurm"], Field(
     description="shell: setsid detached process; tmux: a named session you can attach to; slurm: a batch job "
     "submitted with sbatch from this login node (the run dir must be on the cluster's shared filesystem)")]
+SlurmArg = Annotated[SlurmOptions | None, Field(
+    description="with backend=slurm: job options over the host's inventory defaults (partition, account, qos, "
+    "constraint, gpus, gpu_request, cpus_per_task, mem, time, requeue)")]
 AllowFallbackArg = Annotated[bool, Field(description="with backend=tmux, fall back to shell when tmux is missing")]
 ProbeArg = Annotated[float, Field(
     description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]
@@ -157,7 +161,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         backend: BackendArg = "shell", allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
-        start_index: StartIndexArg = 1, on_exit: OnExitArg = None,
+        start_index: StartIndexArg = 1, on_exit: OnExitArg = None, slurm: SlurmArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -180,7 +184,7 @@ def _register_launch_detached(server: MCPServer) -> None:
                 command=command or "queue", name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [],
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
-                output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit)
+                output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
             return await _launch(app, host, hosts, req, reporter(ctx))

@@ -18,11 +18,13 @@ from mcp_server.errors import GateRefused, InputError, RgtError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
 from mcp_server.hosts.pool import HostSpec
+from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.ledger import Ledger
 from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import JobEngine
+from mcp_server.run.jobs.engines.slurm import sbatch_function
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
@@ -47,6 +49,7 @@ class LaunchRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
     backend: Backend = "shell"
+    slurm: SlurmOptions | None = Field(default=None, description="Slurm job options over the host's defaults")
     allow_fallback: bool = False
     probe_s: float = Field(default=5.0, ge=0, le=MAX_PROBE_S)
     relaunch: bool = False
@@ -190,7 +193,9 @@ def _start_script(spec: HostSpec, req: LaunchRequest, engine: JobEngine, record:
             str(LOG_TAIL_BYTES), engine.job_name(record.run_id) or "", record.workdir, record_text(record),
             file_text(record.command), env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
             record.sync.spec_text() if record.sync else "", on_exit_text(req)]
-    libraries = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions())
+    libraries: tuple[str, ...] = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions())
+    if engine.name == "slurm":
+        libraries += (sbatch_function((spec.slurm or SlurmOptions()).merged(req.slurm)),)
     return job_script("job_launch_start", *map(quote, args), libraries=libraries)
 
 

@@ -121,3 +121,36 @@ async def test_security_secrets_never_reach_the_batch_script_slurms_job_record_o
     for f in run_dir.iterdir():
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f
+
+
+async def test_job_options_from_the_inventory_and_the_call_reach_sbatch(login_node: Path, client: Any,
+                                                                       env: Any) -> None:
+    env.config.write_text(f'[hosts.cluster]\ndestination = "local"\ndurable_root = "{login_node}"\n'
+                          '[hosts.cluster.slurm]\npartition = "debug"\ntime = "10"\ncpus_per_task = 1\n')
+    run = await submit(client, "sleep 1", slurm={"time": "0:05:00", "mem": "100M"})
+    run_dir = Path(run["run_dir"])
+    args = (run_dir / "sbatch_args").read_text().split()
+    assert args == ["--partition=debug", "--cpus-per-task=1", "--mem=100M", "--time=0:05:00", "--no-requeue"]
+    job_id = (run_dir / "slurm_job_id").read_text().strip()
+    record = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
+                            check=False).stdout
+    assert "Partition=debug" in record and "TimeLimit=00:05:00" in record
+
+
+@pytest.mark.parametrize("field", ["partition", "account", "qos", "time"])
+async def test_security_hostile_slurm_options_are_refused_and_nothing_runs(login_node: Path, client: Any,
+                                                                          tmp_path: Path, field: str) -> None:
+    canary = tmp_path / "canary"
+    res = await client.call_tool("launch_detached", {
+        "host": "cluster", "backend": "slurm", "command": "true", "probe_s": 0,
+        "slurm": {field: f"x; touch {canary}"}})
+    assert res.is_error and field in "\n".join(getattr(c, "text", "") for c in res.content)
+    runs = login_node / ".rgt" / "runs"
+    assert not canary.exists() and not (runs.exists() and any(runs.iterdir())), "refused before any run dir"
+
+
+async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: Path, client: Any) -> None:
+    run = await submit(client, "echo start; sleep 600", slurm={"time": "1"})
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
+    assert done["status"] == "failed" and "TIMEOUT" in " ".join(done["evidence"]), done
+    assert "time limit" in " ".join(done["evidence"])

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from mcp_server.errors import RgtError
 from mcp_server.hosts.base import Host
-from mcp_server.hosts.commands import path_word
+from mcp_server.hosts.commands import path_word, quote
+from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.run.jobs.engines.base import RunDirEngine
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.status import RunState, parse_state
@@ -68,6 +69,13 @@ def slurm_state(line: str) -> RunState:
     gone = said if state else (f"Slurm no longer knows job {job_id} (finished before MinJobAge and no accounting)"
                                if job_id else "no Slurm job id recorded: the submission never happened")
     return RunState(status="lost", evidence=[gone, "and the run left no exit code"], **common)
+
+
+def sbatch_function(options: SlurmOptions) -> str:
+    """Shell defining `rgt_sbatch`: sbatch with these options as quoted words, which it also keeps
+    in the run dir (`sbatch_args`, one per line) as the record of what was asked."""
+    words = " ".join(quote(a) for a in options.sbatch_args())
+    return (f"rgt_sbatch() {{ printf '%s\\n' {words} > \"$d/sbatch_args\"; sbatch {words} \"$@\"; }}\n")
 
 
 class SlurmEngine(RunDirEngine):
