@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mcp_server.run.jobs.logs import utf8_safe_len
@@ -36,6 +38,11 @@ EXCERPTS = {
     "tracker-off": "wandb: ERROR Run initialization has timed out after 90.0 sec.",
     "traceback": "Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n    main()",
     "import-error": "ModuleNotFoundError: No module named 'timm'",
+    "slurm-time-limit": "slurmstepd-localhost: error: *** JOB 10 ON localhost CANCELLED AT 2026-12-04T02:34:43 DUE TO "
+                        "TIME LIMIT ***",
+    "slurm-preempted": "slurmstepd: error: *** JOB 42 ON gpu-07 CANCELLED AT 2024-05-02T11:02:13 DUE TO PREEMPTION ***",
+    "slurm-node-fail": "slurmstepd: error: *** JOB 77 ON n12 CANCELLED AT 2024-05-02T11:02:13 DUE TO NODE FAILURE ***",
+    "slurmstepd-error": "slurmstepd: error: execve(): train.sh: Permission denied",
 }
 
 
@@ -75,3 +82,29 @@ def test_a_window_never_ends_inside_a_utf8_character() -> None:
         data[:keep].decode("utf-8")  # never raises
         assert keep >= cut - 3
 
+
+
+SLURM = Path(__file__).parents[2] / "fixtures" / "slurm"
+
+
+def test_slurm_end_lines_captured_from_a_real_slurm_are_named() -> None:
+    timeout = {h.id: h for h in scan((SLURM / "time-limit.out").read_text())}
+    assert "slurm-time-limit" in timeout and "DUE TO TIME LIMIT" in timeout["slurm-time-limit"].line
+    assert timeout["slurm-time-limit"].route == "references://run-remote/monitoring#slurm-ends"
+    assert "slurmstepd-error" not in timeout, "the end line is the time-limit signature, not a generic error"
+    cancelled = {h.id for h in scan((SLURM / "scancel.out").read_text())}
+    assert not cancelled & {"slurm-time-limit", "slurm-preempted", "slurm-node-fail"}
+
+
+# Preemption and node failure cannot be produced on one test node: these lines follow the format of
+# the captured ones above, with Slurm's documented reasons.
+@pytest.mark.parametrize(("line", "sid"), [
+    ("slurmstepd: error: *** JOB 4242 ON gpu-07 CANCELLED AT 2024-05-02T11:02:13 DUE TO PREEMPTION ***",
+     "slurm-preempted"),
+    ("slurmstepd: error: *** JOB 77 ON n12 CANCELLED AT 2024-05-02T11:02:13 DUE TO NODE FAILURE ***",
+     "slurm-node-fail"),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=1234.batch. Some of the step tasks have been "
+     "OOM Killed.", "slurmstepd-error"),
+])
+def test_other_slurm_lines_are_named(line: str, sid: str) -> None:
+    assert sid in {h.id for h in scan(line + "\n")}
