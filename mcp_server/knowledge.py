@@ -325,8 +325,29 @@ def profiles() -> dict[str, Profile]:
     return out
 
 
+_SLURM_NOTHING_TO_STOP = MeterAction(
+    action="none", label="nothing to stop: jobs end on their own (cancel live ones with cancel_run)", park=False,
+    irreversible=False, stops_gpu_meter=False, executor="none", survives=["the shared filesystem"])
+
+
+def _variant(name: str) -> Profile | None:
+    """A family profile's variant (generic-ssh's slurm, kubernetes, notebook) as a profile of its
+    own: the family's facts with the variant's; a Slurm cluster has no meter to stop."""
+    for base in profiles().values():
+        for v in base.variants:
+            if v.name != name:
+                continue
+            update = {**v.model_dump(exclude={"name", "anchor", "durable_root"}), "platform": name, "variants": []}
+            if v.durable_root and "$" not in v.durable_root:  # a documented example, not always a usable path
+                update["durable_root"] = v.durable_root
+            if v.kind == "slurm":
+                update |= {"billed": False, "meter_actions": [_SLURM_NOTHING_TO_STOP]}
+            return base.model_copy(update=update)
+    return None
+
+
 def profile(name: str) -> Profile:
-    found = profiles().get(name)
+    found = profiles().get(name) or _variant(name)
     if found is None:
         raise ConfigError(f"unknown profile {name!r}", observed=name, expected=sorted(profiles()))
     return found

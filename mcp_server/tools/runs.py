@@ -41,9 +41,12 @@ EnvArg = Annotated[dict[str, str] | None, Field(description="non-secret environm
 SecretEnvArg = Annotated[list[str] | None, Field(
     description="NAMES of variables in the server's own environment to pass to the job over stdin; values never "
     "appear in argv, ps, files, logs, ledger or output")]
-BackendArg = Annotated[Literal["shell", "tmux", "slurm"], Field(
+BackendArg = Annotated[Literal["shell", "tmux", "slurm"] | None, Field(
     description="shell: setsid detached process; tmux: a named session you can attach to; slurm: a batch job "
-    "submitted with sbatch from this login node (the run dir must be on the cluster's shared filesystem)")]
+    "submitted with sbatch from this login node (the run dir must be on the cluster's shared filesystem). "
+    "Default: slurm on a host whose profile is slurm, else shell")]
+LoginNodeArg = Annotated[str | None, Field(
+    description="on a Slurm login node, why a shell/tmux job must run there (otherwise refused)", max_length=500)]
 SlurmArg = Annotated[SlurmOptions | None, Field(
     description="with backend=slurm: job options over the host's inventory defaults (partition, account, qos, "
     "constraint, gpus, gpu_request, cpus_per_task, mem, time, requeue)")]
@@ -158,10 +161,11 @@ def _register_launch_detached(server: MCPServer) -> None:
         ctx: Context, command: CommandArg = None, host: HostArg = "local", hosts: HostsArg = None,
         commands: CommandsArg = None, max_concurrent: MaxConcurrentArg = 1, name: NameArg = None,
         workdir: WorkdirArg = None, env: EnvArg = None, secret_env: SecretEnvArg = None,
-        backend: BackendArg = "shell", allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
+        backend: BackendArg = None, allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
         start_index: StartIndexArg = 1, on_exit: OnExitArg = None, slurm: SlurmArg = None,
+        login_node_reason: LoginNodeArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -184,7 +188,8 @@ def _register_launch_detached(server: MCPServer) -> None:
                 command=command or "queue", name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [],
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
-                output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm)
+                output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm,
+                login_node_reason=login_node_reason)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
             return await _launch(app, host, hosts, req, reporter(ctx))

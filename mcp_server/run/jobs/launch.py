@@ -48,7 +48,9 @@ class LaunchRequest(BaseModel):
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
-    backend: Backend = "shell"
+    backend: Backend | None = Field(default=None, description="default: slurm on a Slurm login node, else shell")
+    login_node_reason: str | None = Field(default=None, max_length=500,
+                                          description="why a shell/tmux job runs on a Slurm login node")
     slurm: SlurmOptions | None = Field(default=None, description="Slurm job options over the host's defaults")
     allow_fallback: bool = False
     probe_s: float = Field(default=5.0, ge=0, le=MAX_PROBE_S)
@@ -140,7 +142,20 @@ def secret_values(names: list[str], environ: dict[str, str] | os._Environ[str], 
     return out
 
 
-def choose_backend(req: LaunchRequest, facts: dict[str, str]) -> tuple[Backend, list[str]]:
+def _on_login_node(spec: HostSpec, req: LaunchRequest, backend: Backend) -> None:
+    """Training on a cluster's login node breaks its rules and slows everyone: only Slurm, unless
+    the caller says why a small job must run there."""
+    if spec.profile.kind == "slurm" and backend != "slurm" and not req.login_node_reason:
+        raise InputError(f"{spec.name} is a Slurm login node: a {backend} job would run on the login node itself",
+                         observed=f"backend={backend}", expected="backend slurm (the default here)",
+                         next_step="submit through Slurm (omit backend), or pass login_node_reason to run a small "
+                                   "job (an install, a data check) on the login node on purpose")
+
+
+def choose_backend(req: LaunchRequest, facts: dict[str, str], spec: HostSpec) -> tuple[Backend, list[str]]:
+    backend: Backend = req.backend or ("slurm" if spec.profile.kind == "slurm" else "shell")
+    _on_login_node(spec, req, backend)
+    req = req.model_copy(update={"backend": backend})
     if not facts.get("setsid"):
         raise RgtError("setsid is not available on the box: a detached launch is not possible",
                        next_step="install util-linux (setsid) on the box")
@@ -153,7 +168,7 @@ def choose_backend(req: LaunchRequest, facts: dict[str, str]) -> tuple[Backend, 
     if req.backend == "slurm" and not facts.get("sbatch"):
         raise InputError("sbatch is not on this host's PATH: it is not a Slurm login node", observed="backend=slurm",
                          next_step="launch from the cluster's login node (its SSH alias), or use backend shell/tmux")
-    return req.backend, []
+    return backend, [f"on the login node, as asked: {req.login_node_reason}"] if req.login_node_reason else []
 
 
 def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_id: str, backend: Backend,
@@ -260,7 +275,7 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     check_request(req)
     secrets = secret_values(req.secret_env, os.environ if environ is None else environ, redactor)
     facts = await read_facts(host, spec, req)
-    backend, notes = choose_backend(req, facts)
+    backend, notes = choose_backend(req, facts, spec)
     engine = ENGINES[backend]
     if req.name and "existing" in facts:
         existing = parse_state(facts.get("existing_state", ""))

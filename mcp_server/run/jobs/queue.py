@@ -89,7 +89,7 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     children = _cells(commands, start_index, req.name)
     secrets = secret_values(req.secret_env, os.environ, redactor)
     facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
-    choose_backend(req.model_copy(update={"backend": "shell"}), facts)
+    choose_backend(req.model_copy(update={"backend": "shell"}), facts, spec)
     queue_id = "queue-" + new_run_id(req.name)
     queue_dir = f"{facts['base']}/runs/{queue_id}"
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))

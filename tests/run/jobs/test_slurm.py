@@ -154,3 +154,23 @@ async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: P
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
     assert done["status"] == "failed" and "TIMEOUT" in " ".join(done["evidence"]), done
     assert "time limit" in " ".join(done["evidence"])
+
+
+async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses_login_node_jobs(
+        login_node: Path, client: Any, env: Any, tmp_path: Path) -> None:
+    env.config.write_text(f'[hosts.cluster]\ndestination = "local"\nprofile = "slurm"\n'
+                          f'durable_root = "{login_node}"\n')
+    res = structured(await client.call_tool("launch_detached", {"host": "cluster", "command": "echo ok",
+                                                                "probe_s": 0}))
+    assert res["outcomes"][0]["launch"]["backend"] == "slurm"
+    canary = tmp_path / "ran-on-login-node"
+    refused = await client.call_tool("launch_detached", {"host": "cluster", "backend": "shell",
+                                                         "command": f"touch {canary}", "probe_s": 1})
+    text = "\n".join(getattr(c, "text", "") for c in refused.content)
+    assert refused.is_error and "login node" in text and "login_node_reason" in text and not canary.exists()
+    allowed = structured(await client.call_tool("launch_detached", {
+        "host": "cluster", "backend": "shell", "command": f"touch {canary}", "probe_s": 2,
+        "login_node_reason": "pip install into the project env"}))
+    assert "on the login node, as asked" in " ".join(allowed["outcomes"][0]["launch"]["notes"])
+    plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
+    assert plan["executor"] == "none"
