@@ -109,13 +109,21 @@ def _demo(folder: str | None) -> int:
     import time
     from pathlib import Path
 
-    from mcp_server.demo.runner import run_demo
+    from mcp import Client
+
+    from mcp_server.demo.runner import prepare, run_demo
 
     base = Path(folder).expanduser() if folder else Settings.from_env().home / "demo" / time.strftime("%Y%m%d-%H%M%S")
     if base.exists() and any(base.iterdir()):
         print(f"{base} is not empty: give --dir a new folder", file=sys.stderr)
         return 2
-    return asyncio.run(run_demo(base.resolve(), lambda line: print(line, flush=True)))
+    base = base.resolve()
+    settings = prepare(base)
+
+    async def go() -> int:
+        async with Client(build_server(settings), read_timeout_seconds=120) as client:
+            return await run_demo(base, lambda line: print(line, flush=True), client)
+    return asyncio.run(go())
 
 
 def main(argv: list[str] | None = None) -> int:

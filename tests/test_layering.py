@@ -1,4 +1,4 @@
-"""Imports point one way: only server.py, __main__.py, tools/ (and the demo client) import mcp; only
+"""Imports point one way: only server.py, __main__.py and tools/ import mcp; only
 hosts/ssh.py imports asyncssh; domain packages never import the adapter layer; the on-box
 scripts package is a leaf."""
 
@@ -47,8 +47,7 @@ def test_import_names_are_resolved_to_package_paths() -> None:
 
 
 def test_only_the_adapter_layer_imports_mcp() -> None:
-    # demo/ is a client of the server (it drives the tools through mcp's in-memory Client), like __main__.py.
-    allowed = ("server.py", "__main__.py", "tools/", "demo/")
+    allowed = ("server.py", "__main__.py", "tools/")
     bad = [m for m, imps in modules() if any(i == "mcp" or i.startswith("mcp.") for i in imps)
            and not m.startswith(allowed)]
     assert bad == []

@@ -1,7 +1,8 @@
-"""The demo's steps, each a tool call through a real in-memory MCP client, as an agent makes
-them. Everything it writes lives under one demo folder: its own state dir (ledger, pulls), an
-inventory with one host `demo` (this machine, durable and scratch roots inside the folder), the
-code folder the runs work in, and the report. The user's own runs and ledger are never touched."""
+"""The demo's steps, each a tool call through a real in-memory MCP client (made by
+__main__.py, the adapter side: nothing here imports mcp), as an agent makes them. Everything it
+writes lives under one demo folder: its own state dir (ledger, pulls), an inventory with one host
+`demo` (this machine, durable and scratch roots inside the folder), the code folder the runs work
+in, and the report. The user's own runs and ledger are never touched."""
 
 from __future__ import annotations
 
@@ -16,10 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
-from mcp.types import CallToolResult, ImageContent
-
-from mcp_server.server import build_server
 from mcp_server.settings import Settings
 
 HERE = Path(__file__).parent
@@ -35,7 +32,7 @@ class DemoFailed(RuntimeError):
 class Demo:
     base: Path
     say: Say
-    client: Client
+    client: Any  # an mcp Client connected to the server
     run_ids: dict[int, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     verdicts: list[str] = field(default_factory=list)
@@ -55,7 +52,7 @@ class Demo:
         self.say(f"  {name:18} {verdict}")
 
 
-def _text(res: CallToolResult) -> str:
+def _text(res: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in res.content)[:2000]
 
 
@@ -108,7 +105,7 @@ async def curves(d: Demo) -> None:
                                                 "series": ["loss", "acc"]})
     if res.is_error:
         raise DemoFailed("plot_run: " + _text(res))
-    images = [c for c in res.content if isinstance(c, ImageContent)]
+    images = [c for c in res.content if getattr(c, "type", None) == "image"]
     flags = [f for s in (res.structured_content or {}).get("runs", []) for f in s.get("flags", [])]
     if not images:
         d.step("plot_run", "numbers only (install the [plots] extra for the PNG)")
@@ -179,25 +176,24 @@ async def teardown_plan(d: Demo) -> None:
     d.step("teardown (plan)", f"{gates}; {plan['next_step'][:80]} (not confirmed: a demo stops nothing)")
 
 
-async def run_demo(base: Path, say: Say) -> int:
-    """Run every step; 0 when each did what it should, 1 naming the step otherwise."""
+async def run_demo(base: Path, say: Say, client: Any) -> int:
+    """Run every step through `client` (connected to a server built on `prepare(base)`'s
+    settings); 0 when each did what it should, 1 naming the step otherwise."""
     started = time.monotonic()
-    settings = prepare(base)
     say(f"remote-gpu-trainer demo in {base}")
-    async with Client(build_server(settings), read_timeout_seconds=120) as client:
-        d = Demo(base, say, client)
-        try:
-            await audit(d)
-            await launch(d)
-            await wait(d)
-            await curves(d)
-            accs = await verify(d)
-            await probe(d, accs)
-            await reconcile(d, accs)
-            await teardown_plan(d)
-        except DemoFailed as exc:
-            say(f"demo FAILED at {exc}")
-            return 1
+    d = Demo(base, say, client)
+    try:
+        await audit(d)
+        await launch(d)
+        await wait(d)
+        await curves(d)
+        accs = await verify(d)
+        await probe(d, accs)
+        await reconcile(d, accs)
+        await teardown_plan(d)
+    except DemoFailed as exc:
+        say(f"demo FAILED at {exc}")
+        return 1
     d.files["run dirs"] = str(base / "box" / ".rgt" / "runs")
     say(f"done in {time.monotonic() - started:.0f} s. Files:")
     for what, where in d.files.items():

@@ -76,6 +76,7 @@ class Host(Protocol):
     arguments); `hosts/commands.py` holds the quoting helpers and the one-line wrapper."""
 
     name: str
+    round_trips: int  # commands run so far: what "one round trip per poll" is measured by
 
     @property
     def kind(self) -> HostKind:

@@ -51,6 +51,7 @@ class LocalHost:
     def __init__(self, name: str = "local", command_timeout_s: float = COMMAND_TIMEOUT_S) -> None:
         self.name = name
         self.command_timeout_s = command_timeout_s
+        self.round_trips = 0
 
     def local_path(self, path: str) -> Path:
         check_path(path)
@@ -66,6 +67,7 @@ class LocalHost:
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
         refuse_nul(script, "the command")
+        self.round_trips += 1
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(

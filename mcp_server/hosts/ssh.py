@@ -146,6 +146,7 @@ class SshHost:
         self._conn: _Connection | None = None
         self._jumps: list[_Connection] = []
         self.connects = 0  # how many TCP+SSH handshakes this host has made (pool reuse)
+        self.round_trips = 0
 
     # -- connection -------------------------------------------------------------------
     async def connection(self) -> _Connection:
@@ -246,6 +247,7 @@ class SshHost:
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
         refuse_nul(script, "the command")
+        self.round_trips += 1
         conn = await self.connection()
         started = time.monotonic()
         async with self._channels:

@@ -79,10 +79,10 @@ async def test_an_unexpected_failure_is_a_coded_bounded_error_that_says_the_outc
         local_box: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_server.run.jobs import listing
 
-    async def broken(*a: Any, **k: Any) -> Any:
+    def broken(*a: Any, **k: Any) -> Any:
         raise KeyError("x" * 100_000)
 
-    monkeypatch.setattr(listing, "scan_runs", broken)
+    monkeypatch.setattr(listing, "page", broken)  # a bug: the paging helper blows up
     res = await client.call_tool("list_runs", {"host": "gpu1"})
     text = "\n".join(getattr(x, "text", "") for x in res.content)
     assert res.is_error and "[ERROR] unexpected KeyError" in text and "outcome" in text and len(text) < 5000

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mcp_server.app import App
+from mcp_server.run.jobs.cancel import cancel_run
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.conftest import structured
@@ -48,41 +50,35 @@ async def test_a_subscriber_is_told_when_its_run_ends_without_polling(fast_watch
         assert '"status": "succeeded"' in view.contents[0].text
 
 
-async def test_one_round_trip_per_poll_for_all_the_watched_runs_of_a_host(fast_watch: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_server.run.jobs import watch as watch_mod
+async def test_one_round_trip_per_poll_for_all_the_watched_runs_and_none_without_a_listener(
+        fast_watch: Path) -> None:
+    published: list[str] = []
 
-    calls = 0
-    real = watch_mod.scan_runs
+    async def publish(uri: str) -> None:
+        published.append(uri)
 
-    async def counted(*a: Any, **k: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return await real(*a, **k)
-    monkeypatch.setattr(watch_mod, "scan_runs", counted)
-    async with Client(build_server(Settings.from_env())) as c:
-        ids = [await _launch(c, "sleep 30") for _ in range(3)]
-        async with c.listen(resource_subscriptions=[f"runs://gpu1/{i}" for i in ids]):
-            await asyncio.sleep(1.5)
-        polls_while_listening = calls
+    app = App(Settings.from_env(), publish)
+    try:
+        async with Client(build_server(Settings.from_env())) as c:
+            ids = [await _launch(c, "sleep 30") for _ in range(3)]
+        host, spec = await app._open_host("gpu1")
+        start = host.round_trips
         await asyncio.sleep(1.0)
-        # 0.3 s base interval doubling while quiet: about 3 polls in 1.5 s, each ONE scan for 3 runs.
-        assert 1 <= polls_while_listening <= 6, polls_while_listening
-        assert calls == polls_while_listening, "the watcher stops when the last listener goes"
+        assert host.round_trips == start, "nothing polls while nobody listens"
+        taken = app.watch.add([f"runs://gpu1/{i}" for i in ids] + [f"runs://gpu1/{ids[0]}/log"])
+        await asyncio.sleep(1.5)
+        polls = app.watch.polls("gpu1")
+        app.watch.remove(taken)
+        # 0.3 s base interval doubling while quiet: a few polls, each ONE command for the 3 runs.
+        assert polls >= 2 and host.round_trips - start == polls, (polls, host.round_trips - start)
+        after = host.round_trips
+        await asyncio.sleep(1.0)
+        assert host.round_trips == after and app.watch.watching() == [], "the watcher stops with the last listener"
+        assert published == [], "nothing changed, nothing published"
         for i in ids:
-            await c.call_tool("cancel_run", {"host": "gpu1", "run_id": i, "grace_s": 0.5})
-
-
-async def test_nothing_polls_while_nobody_listens(fast_watch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_server.run.jobs import watch as watch_mod
-
-    async def boom(*a: Any, **k: Any) -> Any:
-        raise AssertionError("polled with no listener")
-    monkeypatch.setattr(watch_mod, "scan_runs", boom)
-    async with Client(build_server(Settings.from_env())) as c:
-        await _launch(c, "true")
-        await asyncio.sleep(1.0)
-        await c.list_tools()
+            await cancel_run(host, spec, i, by="test", grace_s=0.5)
+    finally:
+        await app.close()
 
 
 async def test_over_stdio_wait_for_run_sends_progress_and_a_subscriber_hears_the_end(fast_watch: Path) -> None:
