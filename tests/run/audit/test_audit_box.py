@@ -107,18 +107,21 @@ async def test_expected_gpu_missing_is_a_failure(gpu_box, client) -> None:
     assert by_id(a, "A2")["status"] == "FAIL"
 
 
-@pytest.fixture
-def tiny_inode_fs(tmp_path):
-    mnt = tmp_path / "tinyfs"
+def mounted_tmpfs(mnt, options: str):
+    """A real tmpfs at `mnt` with `options` for the test's length (skips where mounting is not allowed)."""
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=40", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def tiny_inode_fs(tmp_path):
+    yield from mounted_tmpfs(tmp_path / "tinyfs", "size=64m,nr_inodes=40")
 
 
 async def test_inode_exhaustion_fails_while_bytes_look_fine(env, box, client, tiny_inode_fs) -> None:
@@ -239,16 +242,7 @@ async def test_list_runs_warns_about_an_idle_billed_box(gpu_box, gpu, client) ->
 @pytest.fixture
 def small_fs(tmp_path):
     """A real 8 MiB filesystem with 4,000 inodes: under both launch floors (5 GiB, 10,000 inodes)."""
-    mnt = tmp_path / "smallfs"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=4000", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    yield from mounted_tmpfs(tmp_path / "smallfs", "size=8m,nr_inodes=4000")
 
 
 async def test_security_the_audit_is_as_strict_as_the_launch_gates(env, box, client, small_fs) -> None:

@@ -73,6 +73,19 @@ class JobEngine(Protocol):
         ...
 
 
+async def state_lines(host: Host, script: str, run_dirs: Sequence[str]) -> list[str]:
+    """One line per run dir, in order, from a state script run once for all of them."""
+    if not run_dirs:
+        return []
+    res = await host.run(job_script(script, *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
+    res.check("reading run states")
+    lines = res.text.splitlines()
+    if len(lines) != len(run_dirs):
+        raise RgtError("reading run states returned a line count that does not match the runs asked",
+                       host=host.name, observed=len(lines), expected=len(run_dirs))
+    return lines
+
+
 class RunDirEngine:
     """An engine whose runs are wrapper processes on the host itself: liveness is the wrapper's
     pid, stop is its process group. Subclasses name their library script, which defines
@@ -88,15 +101,7 @@ class RunDirEngine:
         return scripts.load(self.library)
 
     async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
-        if not run_dirs:
-            return []
-        res = await host.run(job_script("job_status", *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
-        res.check("reading run states")
-        lines = res.text.splitlines()
-        if len(lines) != len(run_dirs):
-            raise RgtError("reading run states returned a line count that does not match the runs asked",
-                           host=host.name, observed=len(lines), expected=len(run_dirs))
-        return [parse_state(line) for line in lines]
+        return [parse_state(line) for line in await state_lines(host, "job_status", run_dirs)]
 
     def log_path(self, run_dir: str) -> str:
         return f"{run_dir}/log"

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_server.errors import RgtError
 from mcp_server.hosts.base import Host
-from mcp_server.hosts.commands import path_word, quote
+from mcp_server.hosts.commands import quote
 from mcp_server.hosts.slurm_options import SlurmOptions
-from mcp_server.run.jobs.engines.base import RunDirEngine
-from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.engines.base import RunDirEngine, state_lines
 from mcp_server.run.jobs.status import RunState, parse_state
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
@@ -86,12 +84,4 @@ class SlurmEngine(RunDirEngine):
         return f"rgt-{run_id}"
 
     async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
-        if not run_dirs:
-            return []
-        res = await host.run(job_script("job_slurm_status", *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
-        res.check("reading Slurm job states")
-        lines = res.text.splitlines()
-        if len(lines) != len(run_dirs):
-            raise RgtError("reading Slurm job states returned a line count that does not match the runs asked",
-                           host=host.name, observed=len(lines), expected=len(run_dirs))
-        return [slurm_state(line) for line in lines]
+        return [slurm_state(line) for line in await state_lines(host, "job_slurm_status", run_dirs)]
