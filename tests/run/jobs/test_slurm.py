@@ -1,5 +1,6 @@
 """The Slurm engine against a real single-node Slurm, through the real MCP client on the login
-node (here: this machine, `local`): submit → queued/running → succeeded with its log; a failing
+node — this machine as `local`, and the same machine reached over a real sshd whose sessions
+carry SLURM_CONF, as a cluster's login node is: submit → queued/running → succeeded with its log; a failing
 job → failed with its exit code and Slurm's word; scancel → cancelled; a job that cannot get a
 CPU waits PENDING with Slurm's reason; secrets never in the batch script, sbatch's record of the
 job (`scontrol show job -dd`) or argv."""
@@ -16,6 +17,7 @@ import pytest
 
 from tests.conftest import structured
 from tests.support.slurm import Slurm, missing
+from tests.support.sshd import Sshd
 from tests.support.wait import until
 
 
@@ -30,12 +32,28 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     cluster.stop()
 
 
-@pytest.fixture
-def login_node(slurm_cluster: Slurm, env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="session")
+def login_sshd(slurm_cluster: Slurm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """The cluster's login node reached over SSH: a real sshd whose sessions have SLURM_CONF."""
+    server = Sshd(tmp_path_factory.mktemp("login-sshd"))
+    config = server.root / "sshd_config"
+    config.write_text(config.read_text().replace("SetEnv HOME=", f"SetEnv SLURM_CONF={slurm_cluster.conf} HOME="))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "ssh"])
+def login_node(request: pytest.FixtureRequest, slurm_cluster: Slurm, env: Any, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     durable = tmp_path / "project"
     durable.mkdir()
-    env.write_inventory({"cluster": {"destination": "local", "durable_root": str(durable)}})
+    destination = "local"
+    if request.param == "ssh":
+        env.ssh_config.write_text(request.getfixturevalue("login_sshd").client_config("login"))
+        destination = "login"
+    env.write_inventory({"cluster": {"destination": destination, "durable_root": str(durable)}})
     yield durable
     subprocess.run(["scancel", "--user", "root"], env={**os.environ, "SLURM_CONF": str(slurm_cluster.conf)},
                    capture_output=True, check=False)
@@ -125,7 +143,7 @@ async def test_security_secrets_never_reach_the_batch_script_slurms_job_record_o
 
 async def test_job_options_from_the_inventory_and_the_call_reach_sbatch(login_node: Path, client: Any,
                                                                        env: Any) -> None:
-    env.config.write_text(f'[hosts.cluster]\ndestination = "local"\ndurable_root = "{login_node}"\n'
+    env.config.write_text(env.config.read_text() +
                           '[hosts.cluster.slurm]\npartition = "debug"\ntime = "10"\ncpus_per_task = 1\n')
     run = await submit(client, "sleep 1", slurm={"time": "0:05:00", "mem": "100M"})
     run_dir = Path(run["run_dir"])
@@ -149,7 +167,10 @@ async def test_security_hostile_slurm_options_are_refused_and_nothing_runs(login
     assert not canary.exists() and not (runs.exists() and any(runs.iterdir())), "refused before any run dir"
 
 
-async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: Path, client: Any) -> None:
+async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: Path, client: Any,
+                                                                  request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["login_node"] == "ssh":
+        pytest.skip("a 90 s test: the state mapping it checks is the same over SSH (tested on local)")
     run = await submit(client, "echo start; sleep 600", slurm={"time": "1"})
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
     assert done["status"] == "failed" and "TIMEOUT" in " ".join(done["evidence"]), done
@@ -158,8 +179,9 @@ async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: P
 
 async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses_login_node_jobs(
         login_node: Path, client: Any, env: Any, tmp_path: Path) -> None:
-    env.config.write_text(f'[hosts.cluster]\ndestination = "local"\nprofile = "slurm"\n'
-                          f'durable_root = "{login_node}"\n')
+    inventory = env.config.read_text()
+    assert '[hosts."cluster"]\n' in inventory
+    env.config.write_text(inventory.replace('[hosts."cluster"]\n', '[hosts."cluster"]\nprofile = "slurm"\n'))
     res = structured(await client.call_tool("launch_detached", {"host": "cluster", "command": "echo ok",
                                                                 "probe_s": 0}))
     assert res["outcomes"][0]["launch"]["backend"] == "slurm"
