@@ -3,6 +3,10 @@
 # run-dir wrapper, run by Slurm on a compute node in the run dir (which must be on the shared
 # filesystem). The job id is kept in the run dir (slurm_job_id); the job's name is the run's.
 
+# The job starts when Slurm schedules it, on a compute node: the launch does not wait for its pid.
+# shellcheck disable=SC2034  # read by job_launch_start.sh, which this library is prepended to
+RGT_PID_WAIT=0
+
 # rgt_sbatch ARGS...: sbatch with the run's job options (partition, gpus, time, ...); a launch
 # with options defines its own after this library (engines/slurm.py: sbatch_function).
 rgt_sbatch() { sbatch --no-requeue "$@"; }

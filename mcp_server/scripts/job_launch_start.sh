@@ -24,8 +24,9 @@ rgt_submit "$d" "$job" "$RGT_SECRETS"
 unset RGT_SECRETS
 if [ -n "$name" ]; then printf '%s\n' "$run_id" > "$name_file.tmp" && mv -f "$name_file.tmp" "$name_file"; fi
 echo "RGT-STARTED $run_id"
-# The wrapper records its pid within a moment; then wait for an early exit.
-i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt 150 ]; do sleep 0.02; i=$((i+1)); done
+# The wrapper records its pid within a moment; then wait for an early exit. An engine whose job
+# starts later, elsewhere (a Slurm queue), sets RGT_PID_WAIT=0 in its library.
+i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt "${RGT_PID_WAIT:-150}" ]; do sleep 0.02; i=$((i+1)); done
 i=0; while [ ! -f "$d/exit_code" ] && [ $i -lt "$ticks" ]; do sleep 0.2; i=$((i+1)); done
 printf 'state=%s\n' "$(rgt_state "$d")"
 echo RGT-LOG; tail -c "$tail_bytes" "$d/log" 2>/dev/null

@@ -114,7 +114,8 @@ async def test_a_job_without_a_free_cpu_waits_pending_with_slurms_reason(login_n
 
     async def one_pending() -> dict[str, Any] | None:
         states = [await state(client, r["run_id"]) for r in runs]
-        return next((s for s in states if s["status"] == "queued"), None)
+        # A job just submitted reads PENDING (reason None) until the scheduler has looked at it.
+        return next((s for s in states if s["status"] == "queued" and "Resources" in " ".join(s["evidence"])), None)
     pending = await until(one_pending, timeout=30, interval=0.5, what="a job to wait PENDING")
     assert "PENDING" in " ".join(pending["evidence"]) and "Resources" in " ".join(pending["evidence"])
     listed = structured(await client.call_tool("list_runs", {"host": "cluster"}))["outcomes"][0]["runs"]
