@@ -47,12 +47,14 @@ def slurm_state(line: str) -> RunState:
     if queued:
         state, _, reason = queued.partition("|")
         if state in QUEUED:
-            return RunState(status="queued", evidence=[f"Slurm job {job_id} is {state} (reason: {reason})"], **common)
+            return RunState(status="queued", evidence=[f"Slurm job {job_id} is {state} (reason: {reason}; squeue)"],
+                            **common)
         if state in RUNNING and own.status not in ("succeeded", "failed", "sync_failed", "cancelled"):
-            return RunState(status="running", evidence=[f"Slurm job {job_id} is {state}"], **common)
+            return RunState(status="running", evidence=[f"Slurm job {job_id} is {state} (squeue)"], **common)
     f = _fields(sc)
     state = f.get("JobState", "")
-    said = f"Slurm job {job_id}: {state} (reason {f.get('Reason', '?')}, exit code {f.get('ExitCode', '?')})"
+    said = (f"Slurm job {job_id}: {state} (reason {f.get('Reason', '?')}, exit code {f.get('ExitCode', '?')}; "
+            "scontrol)")
     if state in WHY and own.status != "cancelled":
         code = own.exit_code if own.exit_code is not None else _code(f.get("ExitCode"))
         return RunState(status="failed", exit_code=code, ended_at=own.ended_at, evidence=[said, WHY[state]], **common)
