@@ -18,7 +18,7 @@ from mcp_server.errors import InputError
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.curves import RunCurves, RunData, read_run_metrics, save_plot, summarize_run
 from mcp_server.run.jobs.metrics import Points, default_keys
-from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
+from mcp_server.tools._common import LAUNCH, app_of, tool_errors
 
 MAX_RUNS = 16
 
@@ -102,7 +102,8 @@ async def _plot(app: App, host: str, run_ids: list[str], series: list[str] | Non
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY)
+    # Not read-only: by default it saves curves.png into the run dir (save=false writes nothing).
+    @server.tool(annotations=LAUNCH)
     async def plot_run(
         ctx: Context,
         run_id: Annotated[str | None, Field(description="the run to plot")] = None,

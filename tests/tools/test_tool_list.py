@@ -16,7 +16,7 @@ EXPECTED = {
     "aggregate_results": (False, False, True, True),
     "cancel_run": (False, True, True, True),
     "wait_for_run": (True, False, True, True),
-    "plot_run": (True, False, True, True),
+    "plot_run": (False, False, True, True),  # saves curves.png into the run dir by default
 }
 
 
