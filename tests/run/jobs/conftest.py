@@ -15,6 +15,15 @@ from pathlib import Path
 import pytest
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is left (zombies included: killpg still finds them)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @dataclass
 class Box:
     durable: Path

@@ -14,7 +14,7 @@ import pytest
 from mcp_server.ledger import Ledger
 from mcp_server.settings import Settings
 from tests.conftest import error_text, structured
-from tests.run.jobs.conftest import Box
+from tests.run.jobs.conftest import Box, group_alive
 from tests.support.wait import until, until_sync
 
 
@@ -34,14 +34,6 @@ async def cancel(client, run_id: str, **args) -> dict:
 async def status(client, run_id: str) -> dict:
     tail = structured(await client.call_tool("tail_logs", {"host": "gpu1", "run_id": run_id}))
     return tail["state"]
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def pid_of(run_dir: Path) -> int:

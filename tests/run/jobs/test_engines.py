@@ -21,6 +21,7 @@ from mcp_server.run.jobs.cancel import cancel_run
 from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
 from mcp_server.settings import Settings
+from tests.run.jobs.conftest import group_alive
 from tests.support.wait import until, until_sync
 
 # The engines whose runs are processes on the host itself; Slurm has its own tests against a real
@@ -69,14 +70,6 @@ async def job_box(request: pytest.FixtureRequest, env, tmp_path: Path) -> AsyncI
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def tmux_session_exists(name: str) -> bool:
