@@ -1,41 +1,70 @@
 #!/bin/sh
 # The Slurm engine's state of each run dir given as an argument, in one round trip and without a
-# process per run: one squeue for every live job, one stat for every log, one awk to join them;
-# rgt_state only for a run whose wrapper recorded its end, `scontrol show job -o` only for a job
-# squeue no longer lists (Slurm keeps finished jobs for MinJobAge). One line per run dir:
-#   run-dir state line ("|"-separated) <US> job id <US> squeue "STATE|REASON" <US> scontrol's
-#   JobState, Reason and ExitCode
-# Needs job_state.sh.
+# process per run: one squeue for every live job; for the jobs it no longer lists (squeue forgets
+# a job MinJobAge after it ends) one sacct, or, when the cluster keeps no accounting, one sacct -c
+# over the job completion log; `scontrol show job -o` only for a job neither answered; one stat
+# for every log; one awk to join them. rgt_state only for a run whose wrapper recorded its end.
+# One line per run dir, fields separated by <US>:
+#   run-dir state line ("|"-separated), job id, 1 when --requeue was asked (the run dir's `requeue` file), the source that
+#   answered (squeue, sacct, jobcomp, scontrol or ""), "STATE|REASON|EXITCODE" as it said them
+# Job ids are only ever digits (array tasks: 12_3), never shell text. Needs job_state.sh.
 TAB=$(printf '\t')
 NL='
 '
 ids="" runs=""
 for d in "$@"; do
-  id=""; if [ -r "$d/slurm_job_id" ]; then read -r id < "$d/slurm_job_id"; fi
+  id="" raw=""
+  if [ -r "$d/slurm_job_id" ]; then read -r id < "$d/slurm_job_id"; fi
+  if [ -r "$d/slurm_raw_id" ]; then read -r raw < "$d/slurm_raw_id"; fi
+  case "$id" in *[!0-9_]*|_*) id="";; esac
+  case "$raw" in *[!0-9]*) raw="";; esac
   [ -n "$id" ] && ids="$ids${ids:+,}$id"
   own=""
   if [ -f "$d/exit_code" ] || [ -f "$d/cancelled" ]; then own=$(rgt_state "$d" | tr '\t' '|'); fi
-  runs="$runs$d$TAB$id$TAB$own$NL"
+  rq=0; [ -f "$d/requeue" ] && rq=1
+  runs="$runs$d$TAB$id$TAB${raw:-$id}$TAB$rq$TAB$own$NL"
 done
+live=""; [ -n "$ids" ] && live=$(squeue -r -h -o '%i|%T|%r' -j "$ids" 2>/dev/null)
+# The ids squeue did not list, as accounting knows them (an array task by its raw id once it started).
+ended=$(printf '%s\n@R\n%s' "$live" "$runs" | awk -F '\t' '
+  $0 == "@R" { part = 1; next }
+  !part { split($0, f, "|"); q[f[1]] = 1; next }
+  $2 != "" && !($2 in q) { printf "%s%s", sep, $3; sep = "," }')
+acct="" src=""
+if [ -n "$ended" ]; then
+  fields=JobIDRaw,JobID,State,Reason,ExitCode
+  if acct=$(sacct -X -j "$ended" --parsable2 --noheader -o "$fields" 2>/dev/null); then src=sacct
+  elif acct=$(sacct -c -X -j "$ended" --parsable2 --noheader -o "$fields" 2>/dev/null); then src=jobcomp
+  else acct=""; fi
+fi
 {
-  echo @Q; [ -n "$ids" ] && squeue -h -o '%i|%T|%r' -j "$ids" 2>/dev/null
+  echo @Q; [ -n "$live" ] && printf '%s\n' "$live"
+  echo @A; [ -n "$acct" ] && printf '%s\n' "$acct"
   echo @S; for d in "$@"; do printf '%s\n' "$d/log"; done | xargs -d '\n' stat -c "%n$TAB%s|%Y" 2>/dev/null
   echo @R; printf '%s' "$runs"
-} | awk -F '\t' -v us="$(printf '\037')" '
-  /^@[QSR]$/ { part = $0; next }
-  part == "@Q" { split($0, f, "|"); q[f[1]] = f[2] "|" f[3]; next }
+} | awk -F '\t' -v us="$(printf '\037')" -v src="$src" '
+  /^@[QASR]$/ { part = $0; next }
+  part == "@Q" { split($0, f, "|"); q[f[1]] = f[2] "|" f[3] "|"; next }
+  part == "@A" { split($0, f, "|"); a[f[1]] = a[f[2]] = f[3] "|" f[4] "|" f[5]; next }
   part == "@S" { s[$1] = $2; next }
   part == "@R" {
-    d = $1; id = $2; own = $3; st = ""; sc = ""
+    d = $1; id = $2; raw = $3; own = $5; from = ""; said = ""
     if (own == "") own = "gone|-|-|" ((d "/log") in s ? s[d "/log"] : "-|-")
-    if (id != "" && (id in q)) st = q[id]
-    else if (id ~ /^[0-9][0-9_]*$/) {  # a job id: digits (array tasks: 12_3), never shell text
-      cmd = "scontrol show job -o " id " 2>/dev/null"
+    if (id != "" && (id in q)) { from = "squeue"; said = q[id] }
+    else if (raw != "" && (raw in a)) { from = src; said = a[raw] }
+    else if (id != "" && (id in a)) { from = src; said = a[id] }
+    else if (id != "") {
+      cmd = "scontrol show job -o " raw " 2>/dev/null"; st = ""; why = ""; ec = ""
       while ((cmd | getline line) > 0) {
         n = split(line, w, " ")
-        for (i = 1; i <= n; i++) if (w[i] ~ /^(JobState|Reason|ExitCode)=/) sc = sc w[i] " "
+        for (i = 1; i <= n; i++) {
+          if (w[i] ~ /^JobState=/) st = substr(w[i], 10)
+          else if (w[i] ~ /^Reason=/) why = substr(w[i], 8)
+          else if (w[i] ~ /^ExitCode=/) ec = substr(w[i], 10)
+        }
       }
       close(cmd)
+      if (st != "") { from = "scontrol"; said = st "|" why "|" ec }
     }
-    printf "%s%s%s%s%s%s%s\n", own, us, id, us, st, us, sc
+    printf "%s%s%s%s%s%s%s%s%s\n", own, us, id, us, $4, us, from, us, said
   }'

@@ -20,6 +20,7 @@ from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, ta
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
 from mcp_server.run.jobs.rundir import RunStatus
 from mcp_server.run.jobs.runscan import DEFAULT_LIMIT, MAX_LIMIT, RunFilter, parse_since
+from mcp_server.run.jobs.slurm_array import launch_array
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import LAUNCH, READ_ONLY, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
@@ -31,8 +32,10 @@ CommandArg = Annotated[str | None, Field(description="shell command to run, e.g.
 HostsArg = Annotated[list[str] | None, Field(
     description="launch the same command on several boxes; one outcome each", max_length=32)]
 CommandsArg = Annotated[list[str] | None, Field(
-    description="several commands for ONE host, run as an on-box queue", max_length=256)]
-MaxConcurrentArg = Annotated[int, Field(description="queue: how many of `commands` run at once", ge=1, le=64)]
+    description="several commands for ONE host: an on-box queue, or on Slurm ONE job array (one run id per cell)",
+    max_length=256)]
+MaxConcurrentArg = Annotated[int, Field(
+    description="queue: how many of `commands` run at once (Slurm: the array's %K)", ge=1, le=64)]
 NameArg = Annotated[str | None, Field(
     description="run name (letters, digits . _ -): launching a live name returns that run instead of a second job")]
 WorkdirArg = Annotated[str | None, Field(
@@ -135,8 +138,10 @@ async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report 
 async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
                  req: LaunchRequest, start_index: int) -> LaunchDetachedResult:
     spec = app.pool.spec(host)
-    queue = await launch_queue(await app.pool.host(spec), spec, commands, max_concurrent, req,
-                               ledger=app.ledger, redactor=app.redactor, start_index=start_index)
+    start = launch_array if (req.backend or ("slurm" if spec.profile.kind == "slurm" else "shell")) == "slurm" \
+        else launch_queue
+    queue = await start(await app.pool.host(spec), spec, commands, max_concurrent, req,
+                        ledger=app.ledger, redactor=app.redactor, start_index=start_index)
     return LaunchDetachedResult(queue=queue)
 
 

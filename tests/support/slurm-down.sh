@@ -15,12 +15,12 @@ alive() {  # running and not a zombie (PID 1 here reaps orphans with a delay)
 }
 
 stop_pid() {  # name pidfile
-  local f="$D/$2" pid i
+  local f="$D/$2" pid
   [ -s "$f" ] || return 0
   pid=$(cat "$f")
   if alive "$pid"; then
     kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
     if alive "$pid"; then echo "slurm-down: $1 ($pid) ignored SIGTERM, sending SIGKILL" >&2; kill -KILL "$pid" 2>/dev/null; fi
   fi
   rm -f "$f"
@@ -32,7 +32,7 @@ if [ -s "$D/slurmctld.pid.child" ] && alive "$(cat "$D/slurmctld.pid.child")"; t
   if [ -n "$jobs" ]; then
     # shellcheck disable=SC2086
     scancel $jobs 2>/dev/null || true
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
       [ -z "$(squeue -h -t PD,R,CG,S -o '%i' 2>/dev/null)" ] && break; sleep 0.1
     done
   fi

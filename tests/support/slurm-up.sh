@@ -7,7 +7,8 @@
 # Usage:  bash slurm-up.sh            # prints "export SLURM_CONF=..." on success
 #         . "$SLURM_TEST_DIR/env.sh"  # then sbatch/squeue/scancel/sacct -c work
 # Env:    SLURM_TEST_DIR (default /tmp/slurm-test), SLURMCTLD_PORT (16817),
-#         SLURMD_PORT (16818), SLURM_CPUS (nproc), SLURM_UP_TIMEOUT (30 s)
+#         SLURMD_PORT (16818), SLURM_CPUS (nproc), SLURM_UP_TIMEOUT (30 s),
+#         SLURM_MAX_ARRAY_SIZE (1001; the tests use 4 so a sweep of 6 is split into two arrays)
 # Stop:   bash slurm-down.sh   (stops by the pids this script recorded)
 set -euo pipefail
 
@@ -34,7 +35,7 @@ done
 case "$D" in /|/tmp|/tmp/|/root|"") echo "slurm-up: refusing SLURM_TEST_DIR=$D" >&2; exit 1;; esac
 rm -rf "$D"
 mkdir -p "$D"/{state,spool,log,jobs}
-mkdir -p -m 0755 "$D/munge"
+mkdir -p "$D/munge" && chmod 0755 "$D/munge"
 chmod 0755 "$D"
 
 # 3. munged with a private key and socket (never touches /etc/munge or /run/munge)
@@ -90,6 +91,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
+MaxArraySize=${SLURM_MAX_ARRAY_SIZE:-1001}
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF

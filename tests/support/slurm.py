@@ -13,6 +13,8 @@ from pathlib import Path
 from tests.support.sshd import free_port
 
 HERE = Path(__file__).parent
+# Small, so that a sweep of a few cells already needs two job arrays (the index limit is real).
+MAX_ARRAY_SIZE = 4
 
 
 def missing() -> str | None:
@@ -27,7 +29,7 @@ class Slurm:
     def __init__(self, folder: Path) -> None:
         self.dir = folder
         self.env = {**os.environ, "SLURM_TEST_DIR": str(folder), "SLURMCTLD_PORT": str(free_port()),
-                    "SLURMD_PORT": str(free_port())}
+                    "SLURMD_PORT": str(free_port()), "SLURM_MAX_ARRAY_SIZE": str(MAX_ARRAY_SIZE)}
         self.conf = folder / "slurm.conf"
 
     def start(self) -> None:

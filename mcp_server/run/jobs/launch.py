@@ -24,7 +24,7 @@ from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import JobEngine
-from mcp_server.run.jobs.engines.slurm import sbatch_function
+from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
@@ -233,6 +233,9 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     if first.startswith(("RGT-EXISTING", "RGT-FINISHED")):
         outcome: Outcome = "already_running" if first.startswith("RGT-EXISTING") else "already_finished"
         return _existing_result(spec, engine, base, first.split()[1], req.name, outcome, state, notes)
+    refused = next((ln for ln in lines if ln.startswith("RGT-SUBMIT-FAILED sbatch: ")), None)
+    if refused:
+        raise submit_refusal(spec.name, redactor.scrub(refused.removeprefix("RGT-SUBMIT-FAILED sbatch: ")))
     if not any(line.startswith("RGT-STARTED") for line in lines):
         raise RgtError("the launch did not start", host=spec.name, observed=redactor.scrub(head[-500:]),
                        next_step="read the message; check the durable root and the backend")

@@ -55,6 +55,7 @@ class QueueResult(BaseModel):
     max_concurrent: int
     start_index: int
     runs: list[QueuedRun] = Field(description="one per cell run, in queue order")
+    backend: str = Field(default="shell", description="shell: the on-box queue; slurm: job arrays")
 
 
 def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], queue_dir: str, max_concurrent: int,
@@ -71,7 +72,7 @@ def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], que
     return job_script("job_queue_start", *map(quote, args), libraries=(STATE_FUNCS, scripts.load("job_run_files")))
 
 
-def _cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]:
+def cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]:
     """(index, run id, command) of every cell from start_index on."""
     if not 1 <= start_index <= len(commands):
         raise InputError("start_index is not a cell of this queue", observed=start_index,
@@ -86,7 +87,7 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
                        start_index: int = 1) -> QueueResult:
     """Queue `commands` from cell `start_index` (from 1) on one box; the first `max_concurrent` start at once."""
     check_request(req)
-    children = _cells(commands, start_index, req.name)
+    children = cells(commands, start_index, req.name)
     secrets = secret_values(req.secret_env, os.environ, redactor)
     facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
     choose_backend(req.model_copy(update={"backend": "shell"}), facts, spec)

@@ -197,3 +197,62 @@ async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses
     assert "on the login node, as asked" in " ".join(allowed["outcomes"][0]["launch"]["notes"])
     plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
     assert plan["executor"] == "none"
+
+
+async def sweep(client: Any, commands: list[str], **args: Any) -> dict[str, Any]:
+    res = structured(await client.call_tool("launch_detached", {"host": "cluster", "backend": "slurm",
+                                                                "commands": commands, **args}))
+    return dict(res["queue"])
+
+
+def overlap(marks: list[str]) -> int:
+    """The most cells running at once, from `start <t>` / `end <t>` lines."""
+    events = sorted((float(t), 1 if kind == "start" else -1) for kind, t in (m.split() for m in marks))
+    most = now = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def test_a_sweep_is_job_arrays_that_never_run_more_than_k_cells_at_once(
+        login_node: Path, client: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    cell = f"echo start $(date +%s.%N) >> {marks}; sleep 2; echo cell $CELL; echo end $(date +%s.%N) >> {marks}"
+    commands = [f"CELL={i}; {cell}" for i in range(6)]
+    queue = await sweep(client, commands, max_concurrent=2, name="grid")
+    assert queue["backend"] == "slurm" and len(queue["runs"]) == 6
+    array_ids = (Path(queue["queue_dir"]) / "slurm_array_ids").read_text().split()
+    assert len(array_ids) == 2, "MaxArraySize is 4 here: 6 cells need two arrays"
+    job_ids = [(login_node / ".rgt/runs" / r["run_id"] / "slurm_job_id").read_text().strip() for r in queue["runs"]]
+    assert job_ids == [f"{array_ids[0]}_{i}" for i in range(4)] + [f"{array_ids[1]}_{i}" for i in range(2)]
+    done = [await until_status(client, r["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=90)
+            for r in queue["runs"]]
+    assert [d["status"] for d in done] == ["succeeded"] * 6, done
+    assert [f"cell {i}" in d["text"] for i, d in enumerate(done)] == [True] * 6, "each task ran its own cell"
+    assert overlap(marks.read_text().splitlines()) <= 2
+
+
+async def test_status_of_fifty_slurm_runs_is_one_round_trip(login_node: Path, client: Any) -> None:
+    from mcp_server.app import App
+    from mcp_server.run.jobs.engines import ENGINES
+    from mcp_server.settings import Settings
+
+    queue = await sweep(client, [f"echo {i}" for i in range(50)], max_concurrent=4)
+    app = App(Settings.from_env())
+    host, spec = await app._open_host("cluster")
+    before = host.round_trips
+    states = await ENGINES["slurm"].status(host, [f"{login_node}/.rgt/runs/{r['run_id']}" for r in queue["runs"]])
+    assert host.round_trips - before == 1 and len(states) == 50
+    assert {s.status for s in states} <= {"queued", "running", "succeeded"}, {s.status for s in states}
+    assert any("Slurm job" in " ".join(s.evidence) for s in states)
+
+
+async def test_an_array_the_cluster_refuses_is_a_clear_error_and_leaves_no_secret(
+        login_node: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_" + os.urandom(8).hex())
+    res = await client.call_tool("launch_detached", {"host": "cluster", "backend": "slurm", "commands": ["true"] * 3,
+                                                     "secret_env": ["HF_TOKEN"], "slurm": {"partition": "nosuch"}})
+    text = "\n".join(getattr(c, "text", "") for c in res.content)
+    assert res.is_error and "partition does not exist" in text and "sinfo" in text, text
+    assert not list((login_node / ".rgt/runs").glob("*/secrets.env")), "the secrets files go with the refusal"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mcp_server import scripts
+from mcp_server.errors import InputError, RgtError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import quote
 from mcp_server.hosts.slurm_options import SlurmOptions
@@ -30,8 +32,8 @@ WHY = {
 }
 
 
-def _fields(sc: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in sc.split() if "=" in part)
+SOURCES = {"squeue": "squeue", "sacct": "sacct", "jobcomp": "the job completion log (sacct -c)",
+           "scontrol": "scontrol"}
 
 
 def _code(exit_code: str | None) -> int | None:
@@ -40,42 +42,78 @@ def _code(exit_code: str | None) -> int | None:
 
 
 def slurm_state(line: str) -> RunState:
-    """One line of job_slurm_status.sh: the run dir's state joined with Slurm's."""
-    own_line, job_id, queued, sc = (line.split("\x1f") + ["", "", ""])[:4]
+    """One line of job_slurm_status.sh: the run dir's state joined with what Slurm said and where."""
+    own_line, job_id, requeue, source, said = (line.split("\x1f") + ["", "", "", ""])[:5]
     own = parse_state(own_line)
     common = {"log_size": own.log_size, "log_mtime": own.log_mtime}
-    if queued:
-        state, _, reason = queued.partition("|")
-        if state in QUEUED:
-            return RunState(status="queued", evidence=[f"Slurm job {job_id} is {state} (reason: {reason}; squeue)"],
-                            **common)
-        if state in RUNNING and own.status not in ("succeeded", "failed", "sync_failed", "cancelled"):
-            return RunState(status="running", evidence=[f"Slurm job {job_id} is {state} (squeue)"], **common)
-    f = _fields(sc)
-    state = f.get("JobState", "")
-    said = (f"Slurm job {job_id}: {state} (reason {f.get('Reason', '?')}, exit code {f.get('ExitCode', '?')}; "
-            "scontrol)")
+    word, reason, exit_code = (said.split("|") + ["", ""])[:3]
+    state, _, by = word.partition(" by ")
+    where = SOURCES.get(source, source)
+    told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
+    told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
+    ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
+    if state in QUEUED or (state == "PREEMPTED" and requeue == "1" and source in ("squeue", "scontrol")):
+        note = ["preempted; --requeue was asked: Slurm runs it again from the start (resume from a checkpoint)"
+                ] if state in ("PREEMPTED", "REQUEUED") else []
+        return RunState(status="queued", evidence=[told, *note], **common)
+    if state in RUNNING:
+        if ended:  # the command is done; Slurm is still cleaning up the job (COMPLETING)
+            return own.model_copy(update={"evidence": [*own.evidence, told]})
+        return RunState(status="running", evidence=[told], **common)
     if state in WHY and own.status != "cancelled":
-        code = own.exit_code if own.exit_code is not None else _code(f.get("ExitCode"))
-        return RunState(status="failed", exit_code=code, ended_at=own.ended_at, evidence=[said, WHY[state]], **common)
-    if own.status in ("succeeded", "failed", "sync_failed", "cancelled"):
-        return own.model_copy(update={"evidence": own.evidence + ([said] if state else [])})
+        code = own.exit_code if own.exit_code is not None else _code(exit_code)
+        return RunState(status="failed", exit_code=code, ended_at=own.ended_at, evidence=[told, WHY[state]], **common)
+    if ended:
+        return own.model_copy(update={"evidence": own.evidence + ([told] if state else ["(the run dir's exit file)"])})
     if state == "CANCELLED":
-        return RunState(status="cancelled", evidence=[said, "cancelled outside this server (scancel)"], **common)
+        who = f"cancelled by uid {by}" if by else "cancelled"
+        return RunState(status="cancelled", evidence=[told, f"{who} outside this server (scancel)"], **common)
     if state == "FAILED":
-        return RunState(status="failed", exit_code=_code(f.get("ExitCode")), evidence=[said], **common)
-    if state in QUEUED | RUNNING:
-        return RunState(status="queued" if state in QUEUED else "running", evidence=[said], **common)
-    gone = said if state else (f"Slurm no longer knows job {job_id} (finished before MinJobAge and no accounting)"
-                               if job_id else "no Slurm job id recorded: the submission never happened")
+        return RunState(status="failed", exit_code=_code(exit_code), evidence=[told], **common)
+    if state == "COMPLETED":
+        return RunState(status="lost", evidence=[told, "Slurm says the job completed, but the wrapper recorded no "
+                                                 "exit code: the run dir is not on a filesystem the compute node "
+                                                 "shares, or the batch script was changed"], **common)
+    gone = told if state else (f"Slurm no longer knows job {job_id}: squeue, accounting, the job completion log and "
+                               "scontrol have no record of it" if job_id else
+                               "no Slurm job id recorded: the submission never happened")
     return RunState(status="lost", evidence=[gone, "and the run left no exit code"], **common)
+
+
+# What sbatch says when it refuses a job (its own words, as Slurm 22-24 print them), what it means
+# and what to do: (words in sbatch's message, what is wrong, next step).
+REFUSALS = [
+    ("Invalid job array specification", "the cluster refused the job array (its MaxArraySize or MaxJobCount)",
+     "submit fewer cells at once (start_index resumes a sweep), or ask the admins for MaxArraySize"),
+    ("MaxSubmitJob", "the submit limit of your QOS or association is reached (MaxSubmitJobs)",
+     "wait for jobs to finish (list_runs), or submit fewer cells at once"),
+    ("Invalid partition", "the partition does not exist or you may not use it",
+     "audit_box lists the partitions (sinfo); set slurm.partition or [hosts.<name>.slurm] partition"),
+    ("Invalid account", "the account (or account/partition pair) is not yours",
+     "`sacctmgr show assoc user=$USER` on the login node names your accounts; set slurm.account"),
+    ("Invalid qos", "the QOS does not exist or is not allowed for your account", "set slurm.qos to one you have"),
+    ("Requested node configuration is not available",
+     "no node of the partition can ever satisfy the request (GPUs, memory, CPUs or constraint)",
+     "lower gpus/mem/cpus_per_task or pick another partition or constraint"),
+    ("time limit", "the requested --time exceeds the partition's limit", "ask for less time (slurm.time)"),
+]
+
+
+def submit_refusal(host: str, message: str) -> RgtError:
+    """sbatch's refusal as an error that says what was wrong and what to do."""
+    for words, what, step in REFUSALS:
+        if words.lower() in message.lower():
+            return InputError(f"Slurm refused the job: {what}", host=host, observed=message[-500:], next_step=step)
+    return RgtError("Slurm refused the job", host=host, observed=message[-500:],
+                    next_step="read sbatch's message; check the partition, account, qos and resources")
 
 
 def sbatch_function(options: SlurmOptions) -> str:
     """Shell defining `rgt_sbatch`: sbatch with these options as quoted words, which it also keeps
     in the run dir (`sbatch_args`, one per line) as the record of what was asked."""
     words = " ".join(quote(a) for a in options.sbatch_args())
-    return (f"rgt_sbatch() {{ printf '%s\\n' {words} > \"$d/sbatch_args\"; sbatch {words} \"$@\"; }}\n")
+    return (f"rgt_sbatch() {{ printf '%s\\n' {words} > \"$d/sbatch_args\"; sbatch {words} \"$@\"; }}\n"
+            f"RGT_REQUEUE={int(options.requeue)}\n")
 
 
 class SlurmEngine(RunDirEngine):
@@ -84,6 +122,9 @@ class SlurmEngine(RunDirEngine):
 
     def job_name(self, run_id: str) -> str | None:
         return f"rgt-{run_id}"
+
+    def submit_functions(self) -> str:
+        return scripts.load(self.library) + f"RGT_BATCH={quote(scripts.load('job_batch_slurm'))}\n"
 
     async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
         return [slurm_state(line) for line in await state_lines(host, "job_slurm_status", run_dirs)]

@@ -1,0 +1,80 @@
+"""A sweep on Slurm: `commands` on a Slurm host become ONE job array (`--array=0-N%K`), not N
+submissions and not the on-box queue: Slurm keeps at most K cells running and schedules the rest.
+Every cell gets its own run dir (run id, log, exit code, the same contract as a single launch)
+whose `slurm_job_id` is its array task (`<array job id>_<index>`). MaxArraySize bounds the largest
+index, so a longer sweep is split into chunks that run one after another (afterany): never more
+than K cells at once (scripts/job_slurm_array_start.sh)."""
+
+from __future__ import annotations
+
+import os
+
+from mcp_server import scripts
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import quote
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.hosts.slurm_options import SlurmOptions
+from mcp_server.ledger import Ledger
+from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines import ENGINES
+from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
+from mcp_server.run.jobs.launch import (
+    LaunchRequest,
+    check_request,
+    choose_backend,
+    file_text,
+    make_record,
+    on_exit_text,
+    read_facts,
+    record_text,
+    secret_values,
+)
+from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.queue import Cell, QueuedRun, QueueResult, cells
+from mcp_server.run.jobs.rundir import new_run_id
+from mcp_server.run.jobs.status import STATE_FUNCS
+from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
+
+_REFUSED = "RGT-SUBMIT-FAILED sbatch: "
+
+
+def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], array_dir: str, max_concurrent: int,
+                  children: list[Cell], secret_names: list[str]) -> str:
+    array_id = array_dir.rsplit("/", 1)[1]
+    engine = ENGINES["slurm"]
+    args = [array_dir, str(int(max_concurrent)), engine.job_name(array_id) or array_id, facts["workdir"],
+            env_script(req.env, spec.profile.proxy_hook), wrapper_text(), on_exit_text(req)]
+    for _, run_id, command in children:
+        record = make_record(spec, req, facts, run_id, "slurm", secret_names, command, queue_id=array_id)
+        args += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
+    libraries = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions(),
+                 sbatch_function((spec.slurm or SlurmOptions()).merged(req.slurm)))
+    return job_script("job_slurm_array_start", *map(quote, args), libraries=libraries)
+
+
+async def launch_array(host: Host, spec: HostSpec, commands: list[str], max_concurrent: int, req: LaunchRequest, *,
+                       ledger: Ledger | None, redactor: Redactor, start_index: int = 1) -> QueueResult:
+    """Submit `commands` from cell `start_index` (from 1) as job arrays on a Slurm login node."""
+    check_request(req)
+    children = cells(commands, start_index, req.name)
+    secrets = secret_values(req.secret_env, os.environ, redactor)
+    facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
+    choose_backend(req.model_copy(update={"backend": "slurm"}), facts, spec)
+    array_id = "array-" + new_run_id(req.name)
+    array_dir = f"{facts['base']}/runs/{array_id}"
+    script = _start_script(spec, req, facts, array_dir, max_concurrent, children, list(secrets))
+    res = await host.run(script, stdin=secrets_payload(secrets), timeout=60)
+    refused = next((ln for ln in res.text.splitlines() if ln.startswith(_REFUSED)), None)
+    if refused:
+        raise submit_refusal(spec.name, redactor.scrub(refused.removeprefix(_REFUSED)))
+    res.check("submitting the job array")
+    states = await ENGINES["slurm"].status(host, [f"{facts['base']}/runs/{rid}" for _, rid, _ in children])
+    runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200], state=state)
+            for (i, rid, cmd), state in zip(children, states, strict=True)]
+    if ledger is not None:
+        for r, (_, _, cmd) in zip(runs, children, strict=True):
+            ledger.record("launch", host=spec.name, run_id=r.run_id, summary=f"task of Slurm array {array_id}",
+                          data={"queue_id": array_id, "command": cmd, "backend": "slurm",
+                                "secret_env_names": sorted(secrets), "durable_root": spec.durable_root})
+    return QueueResult(host=spec.name, queue_id=array_id, queue_dir=array_dir, max_concurrent=max_concurrent,
+                       start_index=start_index, runs=runs, backend="slurm")

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Start a sweep on Slurm as job arrays: one run dir per command (the same contract as a single
+# launch), listed in chunk files of at most $3 run dirs, each chunk ONE `sbatch --array=0-N%K`
+# whose task i runs the chunk's line i+1. A chunk waits for the one before it (afterany), so no
+# more than K cells ever run at once. Needs job_state.sh, job_run_files.sh and the Slurm engine
+# library with rgt_sbatch. Secrets on stdin.
+# $1 array dir  $2 at most this many at once  $3 job name  $4 workdir  $5 env.sh  $6 wrapper.sh
+# $7 on_exit.sh ("": none)  then per run: run id, run.json, cmd.sh, sync_spec ("": none)
+set -u
+qd=$1 k=$2 job=$3 workdir=$4 env=$5 wrapper=$6 on_exit=$7
+shift 7
+# MaxArraySize bounds the largest index (not the count): a chunk holds indices 0..MaxArraySize-1.
+per=$(scontrol show config 2>/dev/null | awk '$1 == "MaxArraySize" { print $3 }')
+case "$per" in ''|*[!0-9]*|0) per=1001;; esac
+runs=$(dirname "$qd")
+mkdir "$qd" || { echo RGT-MKDIR-FAILED; exit 1; }
+RGT_SECRETS=$(cat)
+n=0
+while [ $# -ge 4 ]; do
+  rgt_make_run "$runs/$1" "$workdir" "$2" "$3" "$env" "$wrapper" "$4" "$on_exit"
+  rgt_secrets "$runs/$1" "$RGT_SECRETS"
+  printf '%s\n' "$runs/$1" >> "$qd/chunk-$((n / per))"
+  n=$((n + 1))
+  shift 4
+done
+unset RGT_SECRETS
+printf '%s' "$RGT_BATCH" > "$qd/job.sbatch"
+# shellcheck disable=SC2034  # d: where rgt_sbatch keeps the record of its arguments
+d=$qd c=0 prev=""
+while [ -f "$qd/chunk-$c" ]; do
+  last=$(($(wc -l < "$qd/chunk-$c") - 1))
+  set -- --parsable --array="0-$last%$k" --job-name "$job" --output "$qd/slurm-%A_%a.out" --open-mode=append \
+    --chdir "$qd" --signal=B:USR1@60
+  [ -n "$prev" ] && set -- "$@" --dependency="afterany:$prev"
+  if ! out=$(rgt_sbatch "$@" "$qd/job.sbatch" "$qd/chunk-$c" 2>&1); then
+    [ -n "$prev" ] && scancel "$(tr '\n' ',' < "$qd/slurm_array_ids")" 2>/dev/null
+    cat "$qd"/chunk-* | while IFS= read -r r; do rm -f -- "$r/secrets.env"; done
+    rgt_submit_failed "$out"
+  fi
+  prev=${out%%;*}
+  printf '%s\n' "$prev" >> "$qd/slurm_array_ids"
+  i=0
+  while IFS= read -r r; do printf '%s_%s\n' "$prev" "$i" > "$r/slurm_job_id"; i=$((i + 1)); done < "$qd/chunk-$c"
+  c=$((c + 1))
+done
+echo "RGT-STARTED ${qd##*/}"

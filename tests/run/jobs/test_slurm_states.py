@@ -1,0 +1,81 @@
+"""How a Slurm job's state, as squeue, sacct, the job completion log or scontrol report it, joins
+the run dir's own record into the product's run state: the source is named, CANCELLED by a uid
+is normalised, user failures and infrastructure failures are told apart, and a requeueable job
+that was preempted is not over. The accounting lines are real (tests/fixtures/slurm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server.run.jobs.engines.slurm import slurm_state
+
+US = "\x1f"
+ACCOUNTING = {line.split("|")[0]: line.split("|", 2)[2] for line in
+              (Path(__file__).parents[2] / "fixtures/slurm/sacct-states.txt").read_text().splitlines()[1:]}
+RUNNING_OWN = "gone|-|-|120|1700000000"  # the wrapper has not recorded an end: Slurm decides
+
+
+def line(own: str, said: str, source: str = "sacct", job: str = "7", requeue: str = "0") -> str:
+    return US.join([own, job, requeue, source, said])
+
+
+def evidence(state) -> str:
+    return " ".join(state.evidence)
+
+
+def test_cancelled_by_a_uid_reads_cancelled_and_names_who() -> None:
+    s = slurm_state(line(RUNNING_OWN, ACCOUNTING["29919940"]))
+    assert s.status == "cancelled" and "cancelled by uid 1977600432" in evidence(s)
+    assert "Partition_Limit" in evidence(s) and "(sacct)" in evidence(s)
+
+
+@pytest.mark.parametrize(("job", "why"), [("2699101", "time limit"), ("2699102", "memory limit"),
+                                          ("2699103", "infrastructure failure, retry with the identical config")])
+def test_slurm_kills_read_failed_with_what_they_mean(job: str, why: str) -> None:
+    s = slurm_state(line(RUNNING_OWN, ACCOUNTING[job], source="jobcomp"))
+    assert s.status == "failed" and why in evidence(s)
+    assert "the job completion log (sacct -c)" in evidence(s)
+
+
+def test_a_user_failure_is_not_called_retryable() -> None:
+    s = slurm_state(line(RUNNING_OWN, ACCOUNTING["2699104"]))
+    assert s.status == "failed" and s.exit_code == 1 and "retry" not in evidence(s)
+
+
+def test_the_run_dirs_exit_code_wins_over_slurms_word_for_an_ordinary_end() -> None:
+    s = slurm_state(line("exited|3|1700000100|120|1700000000", ACCOUNTING["2"], source="scontrol"))
+    assert s.status == "failed" and s.exit_code == 3 and "(scontrol)" in evidence(s)
+
+
+def test_a_time_limit_kill_wins_over_the_143_the_wrapper_recorded() -> None:
+    s = slurm_state(line("exited|143|1700000100|120|1700000000", ACCOUNTING["2699101"]))
+    assert s.status == "failed" and s.exit_code == 143 and "TIMEOUT" in evidence(s)
+
+
+def test_completed_without_an_exit_file_says_the_run_dir_is_not_shared() -> None:
+    s = slurm_state(line(RUNNING_OWN, ACCOUNTING["239023"]))
+    assert s.status == "lost" and "shares" in evidence(s)
+
+
+def test_a_preempted_job_that_may_requeue_is_queued_not_failed() -> None:
+    requeued = slurm_state(line(RUNNING_OWN, "PREEMPTED|None|0:0", source="scontrol", requeue="1"))
+    assert requeued.status == "queued" and "--requeue" in evidence(requeued)
+    final = slurm_state(line(RUNNING_OWN, "PREEMPTED|None|0:0", source="scontrol", requeue="0"))
+    assert final.status == "failed" and "preempted" in evidence(final)
+    again = slurm_state(line("exited|143|1700000100|120|1700000000", "PENDING|BeginTime|", source="squeue",
+                             requeue="1"))
+    assert again.status == "queued", "squeue listing it PENDING again beats the killed attempt's exit code"
+
+
+def test_pending_reasons_are_passed_on() -> None:
+    s = slurm_state(line(RUNNING_OWN, "PENDING|QOSMaxGPUPerUserLimit|", source="squeue"))
+    assert s.status == "queued" and "QOSMaxGPUPerUserLimit" in evidence(s) and "(squeue)" in evidence(s)
+
+
+def test_a_job_slurm_forgot_with_no_exit_file_is_lost_and_says_who_was_asked() -> None:
+    s = slurm_state(line(RUNNING_OWN, "", source=""))
+    assert s.status == "lost" and "squeue, accounting, the job completion log and scontrol" in evidence(s)
+    never = slurm_state(line(RUNNING_OWN, "", source="", job=""))
+    assert never.status == "lost" and "never happened" in evidence(never)
