@@ -26,6 +26,10 @@ class SlurmOptions(BaseModel):
     time: str | None = Field(default=None, pattern=r"^([0-9]{1,4}-)?[0-9]{1,6}(:[0-9]{2}){0,2}$",
                              description="--time: minutes, H:MM:SS or D-HH:MM")
     requeue: bool = Field(default=False, description="--requeue: Slurm may requeue the job after preemption")
+    warn_signal: Literal["USR1", "USR2", ""] = Field(
+        default="USR1", description="signal the job's processes get warn_s before the time limit, to checkpoint "
+        "('' for none; a program without a handler for it ends there)")
+    warn_s: int = Field(default=60, ge=10, le=86_400, description="seconds before the time limit for warn_signal")
 
     def merged(self, override: SlurmOptions | None) -> SlurmOptions:
         """These defaults with every field the override sets."""
@@ -41,4 +45,6 @@ class SlurmOptions(BaseModel):
                                                 ("time", self.time)) if v is not None]
         if self.gpus:
             out.append(f"--gpus={self.gpus}" if self.gpu_request == "gpus" else f"--gres=gpu:{self.gpus}")
+        if self.warn_signal:  # the batch shell passes it on (job_batch_slurm.sh): B: reaches only that shell
+            out.append(f"--signal=B:URG@{self.warn_s}")
         return out + (["--requeue"] if self.requeue else ["--no-requeue"])

@@ -17,13 +17,33 @@ if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
   rm -f -- "$d/exit_code" "$d/ended_at" "$d/pid" "$d/signalled"
   printf '# rgt: Slurm started the job again (restart %s)\n' "$SLURM_RESTART_COUNT" >> "$d/log"
 fi
-if [ ! -f "$d/requeue" ]; then
-  exec bash "$d/wrapper.sh" shell "$d/secrets.env"
+secrets=$d/secrets.env
+if [ -f "$d/requeue" ]; then
+  # A job Slurm may run again needs its secrets again: each attempt gets a one-shot copy, and the
+  # secrets file goes when an attempt ends on its own (not stopped by a signal).
+  secrets=$d/secrets.attempt
+  ( umask 077; cp -f -- "$d/secrets.env" "$secrets" 2>/dev/null || : > "$secrets" )
 fi
-# A job Slurm may run again needs its secrets again: each attempt gets a one-shot copy, and the
-# secrets file goes when an attempt ends on its own (not stopped by a signal).
-( umask 077; cp -f -- "$d/secrets.env" "$d/secrets.attempt" 2>/dev/null || : > "$d/secrets.attempt" )
-bash "$d/wrapper.sh" shell "$d/secrets.attempt"
+# The time-limit warning (sbatch --signal=B:URG@<s>) reaches this shell only: pass the run's
+# warn_signal to the wrapper's process group, where the job's program gets it (the wrapper and
+# its shells ignore USR1/USR2). URG, not the signal itself, so that a USR1 that cancel_run sends to
+# every process of the job is not passed on a second time. Job control gives the wrapper its own
+# process group without ignoring SIGINT, as a plain background job would.
+set -m
+bash "$d/wrapper.sh" shell "$secrets" &
+w=$!
+set +m
+# shellcheck disable=SC2317  # run by the URG trap
+warn() { sig=$(cat "$d/warn_signal" 2>/dev/null)
+  case "$sig" in USR1|USR2) ;; *) return 0;; esac
+  kill -s "$sig" -- "-$w" 2>/dev/null
+  printf '# rgt: Slurm warned of the time limit: SIG%s sent to the job\n' "$sig" >> "$d/log"; }
+trap warn URG
+# A TERM (scancel, the time limit, a preemption) reaches the wrapper too: this shell waits for it to
+# record the end, since Slurm ends the job, and kills what is left of it, once this shell exits.
+trap ':' TERM HUP INT
+while kill -0 "$w" 2>/dev/null; do wait "$w"; done
+wait "$w"
 code=$?
-[ -f "$d/signalled" ] || rm -f -- "$d/secrets.env"
+[ -f "$d/requeue" ] && [ ! -f "$d/signalled" ] && rm -f -- "$d/secrets.env"
 exit "$code"

@@ -7,34 +7,40 @@
 # The job starts when Slurm schedules it, on a compute node: the launch does not wait for its pid.
 # shellcheck disable=SC2034  # read by job_launch_start.sh, which this library is prepended to
 RGT_PID_WAIT=0
-# Whether the job may be requeued (--requeue), set with the job's options, and the batch script
-# (job_batch_slurm.sh): both defined after this library by engines/slurm.py.
+# Whether the job may be requeued (--requeue), the signal its processes get before the time limit
+# (set with the job's options) and the batch script (job_batch_slurm.sh): all defined after this
+# library by engines/slurm.py.
 RGT_REQUEUE=0
+RGT_WARN_SIGNAL=
 RGT_BATCH=
 
 # rgt_sbatch ARGS...: sbatch with the run's job options (partition, gpus, time, ...); a launch
-# with options defines its own after this library (engines/slurm.py: sbatch_function).
+# defines its own after this library (engines/slurm.py: sbatch_function).
 rgt_sbatch() { sbatch --no-requeue "$@"; }
 
-# rgt_secrets DIR SECRETS: the run's secrets in a 0600 file the wrapper reads (and deletes, unless
-# Slurm may run the job again) when the job starts: never in the batch script, sbatch's argv or
-# the job's environment as Slurm records it.
-rgt_secrets() {
+# rgt_job_files DIR SECRETS: the run's secrets in a 0600 file the wrapper reads (and deletes,
+# unless Slurm may run the job again) when the job starts: never in the batch script, sbatch's
+# argv or the job's environment as Slurm records it. Also what the batch script must know: that
+# the job may be requeued (`requeue`), the signal for the time-limit warning (`warn_signal`).
+rgt_job_files() {
   ( umask 077 && printf '%s' "$2" > "$1/secrets.env" ) || { echo "RGT-SUBMIT-FAILED cannot write $1/secrets.env"; exit 1; }
   if [ "$RGT_REQUEUE" = 1 ]; then : > "$1/requeue"; fi
+  if [ -n "$RGT_WARN_SIGNAL" ]; then printf '%s\n' "$RGT_WARN_SIGNAL" > "$1/warn_signal"; fi
 }
 
 # rgt_submit_failed OUT FILES...: report sbatch's message and remove the secrets files.
 rgt_submit_failed() { out=$1; shift; rm -f -- "$@"
   printf 'RGT-SUBMIT-FAILED sbatch: %s\n' "$(printf %s "$out" | tr '\n' ' ')"; exit 1; }
 
-# rgt_submit DIR JOB SECRETS: write the batch script and submit it.
+# rgt_submit DIR JOB SECRETS: write the batch script and submit it. Slurm's own lines about the
+# job (DUE TO TIME LIMIT, oom-kill, requeue) are appended to the run's log, where tail_logs and the
+# failure signatures read them.
 rgt_submit() {
   d=$1
-  rgt_secrets "$d" "$3"
+  rgt_job_files "$d" "$3"
   printf '%s' "$RGT_BATCH" > "$d/job.sbatch"
-  out=$(rgt_sbatch --parsable --job-name "$2" --output "$d/slurm.out" --open-mode=append --chdir "$d" \
-      --signal=B:USR1@60 "$d/job.sbatch" 2>&1) || rgt_submit_failed "$out" "$d/secrets.env"
+  out=$(rgt_sbatch --parsable --job-name "$2" --output "$d/log" --open-mode=append --chdir "$d" \
+      "$d/job.sbatch" 2>&1) || rgt_submit_failed "$out" "$d/secrets.env"
   printf '%s\n' "${out%%;*}" > "$d/slurm_job_id"
 }
 

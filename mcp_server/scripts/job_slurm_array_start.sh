@@ -18,7 +18,7 @@ RGT_SECRETS=$(cat)
 n=0
 while [ $# -ge 4 ]; do
   rgt_make_run "$runs/$1" "$workdir" "$2" "$3" "$env" "$wrapper" "$4" "$on_exit"
-  rgt_secrets "$runs/$1" "$RGT_SECRETS"
+  rgt_job_files "$runs/$1" "$RGT_SECRETS"
   printf '%s\n' "$runs/$1" >> "$qd/chunk-$((n / per))"
   n=$((n + 1))
   shift 4
@@ -29,8 +29,11 @@ printf '%s' "$RGT_BATCH" > "$qd/job.sbatch"
 d=$qd c=0 prev=""
 while [ -f "$qd/chunk-$c" ]; do
   last=$(($(wc -l < "$qd/chunk-$c") - 1))
-  set -- --parsable --array="0-$last%$k" --job-name "$job" --output "$qd/slurm-%A_%a.out" --open-mode=append \
-    --chdir "$qd" --signal=B:USR1@60
+  # Task i of chunk c writes Slurm's lines to its run's log through the link c-i (%a is the index).
+  i=0
+  while IFS= read -r r; do ln -s "$r" "$qd/$c-$i"; i=$((i + 1)); done < "$qd/chunk-$c"
+  set -- --parsable --array="0-$last%$k" --job-name "$job" --output "$qd/$c-%a/log" --open-mode=append \
+    --chdir "$qd"
   [ -n "$prev" ] && set -- "$@" --dependency="afterany:$prev"
   if ! out=$(rgt_sbatch "$@" "$qd/job.sbatch" "$qd/chunk-$c" 2>&1); then
     [ -n "$prev" ] && scancel "$(tr '\n' ',' < "$qd/slurm_array_ids")" 2>/dev/null

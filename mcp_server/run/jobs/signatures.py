@@ -83,6 +83,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s("slurm-preempted", "Slurm preemption", r"CANCELLED AT \S+ DUE TO PREEMPTION",
        "a higher-priority job took the nodes: resubmit (or --requeue) and resume from the last checkpoint",
        "run-remote/monitoring", "slurm-ends", needles=('due to preemption',)),
+    _s("slurm-requeued", "Slurm requeue", r"CANCELLED AT \S+ DUE TO JOB REQUEUE",
+       "Slurm stopped this attempt to run the job again (a requeue after preemption, node failure or scontrol "
+       "requeue): the next attempt starts from the beginning, so resume from the last checkpoint",
+       "run-remote/slurm", "requeue", needles=('due to job requeue',)),
     _s("slurm-node-fail", "Slurm node failure", r"DUE TO NODE FAIL",
        "the node failed under the job: an infrastructure failure, retry with the identical config",
        "run-remote/monitoring", "slurm-ends", needles=('due to node fail',)),

@@ -41,6 +41,8 @@ EXCERPTS = {
     "slurm-time-limit": "slurmstepd-localhost: error: *** JOB 10 ON localhost CANCELLED AT 2026-12-04T02:34:43 DUE TO "
                         "TIME LIMIT ***",
     "slurm-preempted": "slurmstepd: error: *** JOB 42 ON gpu-07 CANCELLED AT 2024-05-02T11:02:13 DUE TO PREEMPTION ***",
+    "slurm-requeued": "slurmstepd-localhost: error: *** JOB 9 ON localhost CANCELLED AT 2026-12-04T04:41:44 DUE TO JOB "
+                      "REQUEUE ***",
     "slurm-node-fail": "slurmstepd: error: *** JOB 77 ON n12 CANCELLED AT 2024-05-02T11:02:13 DUE TO NODE FAILURE ***",
     "slurmstepd-error": "slurmstepd: error: execve(): train.sh: Permission denied",
 }
@@ -108,3 +110,9 @@ def test_slurm_end_lines_captured_from_a_real_slurm_are_named() -> None:
 ])
 def test_other_slurm_lines_are_named(line: str, sid: str) -> None:
     assert sid in {h.id for h in scan(line + "\n")}
+
+
+def test_a_requeue_line_captured_from_a_real_slurm_is_named_and_not_a_generic_error() -> None:
+    hits = {h.id: h for h in scan((SLURM / "requeue.out").read_text())}
+    assert "slurm-requeued" in hits and hits["slurm-requeued"].route == "references://run-remote/slurm#requeue"
+    assert "slurmstepd-error" not in hits

@@ -149,7 +149,8 @@ async def test_job_options_from_the_inventory_and_the_call_reach_sbatch(login_no
     run = await submit(client, "sleep 1", slurm={"time": "0:05:00", "mem": "100M"})
     run_dir = Path(run["run_dir"])
     args = (run_dir / "sbatch_args").read_text().split()
-    assert args == ["--partition=debug", "--cpus-per-task=1", "--mem=100M", "--time=0:05:00", "--no-requeue"]
+    assert args == ["--partition=debug", "--cpus-per-task=1", "--mem=100M", "--time=0:05:00", "--signal=B:URG@60",
+                    "--no-requeue"]
     job_id = (run_dir / "slurm_job_id").read_text().strip()
     record = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
                             check=False).stdout
@@ -168,14 +169,22 @@ async def test_security_hostile_slurm_options_are_refused_and_nothing_runs(login
     assert not canary.exists() and not (runs.exists() and any(runs.iterdir())), "refused before any run dir"
 
 
-async def test_a_job_past_its_time_limit_reads_failed_with_timeout(login_node: Path, client: Any,
-                                                                  request: pytest.FixtureRequest) -> None:
+async def test_a_job_is_warned_before_its_time_limit_then_reads_failed_with_timeout(
+        login_node: Path, client: Any, request: pytest.FixtureRequest) -> None:
     if request.node.callspec.params["login_node"] == "ssh":
         pytest.skip("a 90 s test: the state mapping it checks is the same over SSH (tested on local)")
-    run = await submit(client, "echo start; sleep 600", slurm={"time": "1"})
+    # The job's own handler for the warning: it checkpoints (here: says so) and carries on.
+    command = "trap 'echo got USR1, checkpointing' USR1; echo start; while :; do sleep 1; done"
+    run = await submit(client, command, slurm={"time": "1", "warn_s": 40})
+    assert "--signal=B:URG@40" in (Path(run["run_dir"]) / "sbatch_args").read_text().split()
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
     assert done["status"] == "failed" and "TIMEOUT" in " ".join(done["evidence"]), done
     assert "time limit" in " ".join(done["evidence"])
+    log = (Path(run["run_dir"]) / "log").read_text()
+    assert "Slurm warned of the time limit: SIGUSR1 sent to the job" in log
+    assert log.count("got USR1, checkpointing") == 1, "the program gets the warning once"
+    tail = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run["run_id"]}))
+    assert "slurm-time-limit" in {h["id"] for h in tail["signatures"]}, "Slurm's own line is in the run's log"
 
 
 async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses_login_node_jobs(
@@ -256,3 +265,27 @@ async def test_an_array_the_cluster_refuses_is_a_clear_error_and_leaves_no_secre
     text = "\n".join(getattr(c, "text", "") for c in res.content)
     assert res.is_error and "partition does not exist" in text and "sinfo" in text, text
     assert not list((login_node / ".rgt/runs").glob("*/secrets.env")), "the secrets files go with the refusal"
+
+
+async def test_a_requeued_job_is_queued_again_then_runs_again_with_its_secret(
+        login_node: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-requeue-" + os.urandom(6).hex()
+    monkeypatch.setenv("WANDB_API_KEY", secret)
+    run = await submit(client, "echo attempt ${SLURM_RESTART_COUNT:-0} len=${#WANDB_API_KEY}; sleep 4",
+                       secret_env=["WANDB_API_KEY"], slurm={"requeue": True})
+    run_dir = Path(run["run_dir"])
+    job_id = (run_dir / "slurm_job_id").read_text().strip()
+    await until_status(client, run["run_id"], {"running"})
+    assert (run_dir / "secrets.env").exists(), "a job that may run again keeps its secrets file (0600)"
+    subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
+    again = await until_status(client, run["run_id"], {"queued"})
+    assert "REQUEUED" in " ".join(again["evidence"]) or "BeginTime" in " ".join(again["evidence"]), again
+    # Slurm holds a requeued job for about two minutes; let it start now.
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, capture_output=True)
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=60)
+    assert done["status"] == "succeeded", done
+    log = (run_dir / "log").read_text()
+    assert "Slurm started the job again (restart 1)" in log and f"attempt 1 len={len(secret)}" in log
+    assert not (run_dir / "secrets.env").exists(), "the secrets file goes once an attempt ends on its own"
+    tail = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run["run_id"]}))
+    assert "slurm-requeued" in {h["id"] for h in tail["signatures"]}, tail["signatures"]

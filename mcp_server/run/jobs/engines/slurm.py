@@ -113,7 +113,7 @@ def sbatch_function(options: SlurmOptions) -> str:
     in the run dir (`sbatch_args`, one per line) as the record of what was asked."""
     words = " ".join(quote(a) for a in options.sbatch_args())
     return (f"rgt_sbatch() {{ printf '%s\\n' {words} > \"$d/sbatch_args\"; sbatch {words} \"$@\"; }}\n"
-            f"RGT_REQUEUE={int(options.requeue)}\n")
+            f"RGT_REQUEUE={int(options.requeue)}\nRGT_WARN_SIGNAL={options.warn_signal}\n")
 
 
 class SlurmEngine(RunDirEngine):
