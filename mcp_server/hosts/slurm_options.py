@@ -21,6 +21,10 @@ class SlurmOptions(BaseModel):
     gpus: int | None = Field(default=None, ge=0, le=1024, description="GPUs for the job")
     gpu_request: Literal["gpus", "gres"] = Field(default="gpus",
                                                  description="how the cluster takes GPUs: --gpus N or --gres=gpu:N")
+    nodes: int | None = Field(default=None, ge=1, le=4096,
+                              description="--nodes: a multi-node job (start its ranks with srun; see the README)")
+    ntasks_per_node: int | None = Field(default=None, ge=1, le=1024,
+                                        description="--ntasks-per-node: srun's tasks (ranks) per node, e.g. one per GPU")
     cpus_per_task: int | None = Field(default=None, ge=1, le=4096, description="--cpus-per-task")
     mem: str | None = Field(default=None, pattern=r"^[0-9]{1,9}[KMGT]?$", description="--mem, e.g. 64G")
     time: str | None = Field(default=None, pattern=r"^([0-9]{1,4}-)?[0-9]{1,6}(:[0-9]{2}){0,2}$",
@@ -41,6 +45,7 @@ class SlurmOptions(BaseModel):
         """The options as sbatch arguments."""
         out = [f"--{flag}={v}" for flag, v in (("partition", self.partition), ("account", self.account),
                                                 ("qos", self.qos), ("constraint", self.constraint),
+                                                ("nodes", self.nodes), ("ntasks-per-node", self.ntasks_per_node),
                                                 ("cpus-per-task", self.cpus_per_task), ("mem", self.mem),
                                                 ("time", self.time)) if v is not None]
         if self.gpus:

@@ -17,6 +17,15 @@ if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
   rm -f -- "$d/exit_code" "$d/ended_at" "$d/pid" "$d/signalled"
   printf '# rgt: Slurm started the job again (restart %s)\n' "$SLURM_RESTART_COUNT" >> "$d/log"
 fi
+# A job of several tasks or nodes: where its ranks meet (torchrun's rendezvous, init_process_group's
+# env:// method). The first node of the allocation hosts it, on a port derived from the job id so
+# two jobs sharing a node do not collide; the run's own env.sh, sourced later, may override them.
+if [ "${SLURM_NTASKS:-1}" -gt 1 ] || [ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then
+  MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1)
+  MASTER_PORT=$((15000 + SLURM_JOB_ID % 20000))
+  export MASTER_ADDR MASTER_PORT WORLD_SIZE="${SLURM_NTASKS:-1}" NNODES="${SLURM_JOB_NUM_NODES:-1}"
+  export NPROC_PER_NODE="${SLURM_NTASKS_PER_NODE:-1}" RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"
+fi
 secrets=$d/secrets.env
 if [ -f "$d/requeue" ]; then
   # A job Slurm may run again needs its secrets again: each attempt gets a one-shot copy, and the

@@ -289,3 +289,17 @@ async def test_a_requeued_job_is_queued_again_then_runs_again_with_its_secret(
     assert not (run_dir / "secrets.env").exists(), "the secrets file goes once an attempt ends on its own"
     tail = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run["run_id"]}))
     assert "slurm-requeued" in {h["id"] for h in tail["signatures"]}, tail["signatures"]
+
+
+async def test_a_job_of_several_tasks_gets_the_rendezvous_its_ranks_need(login_node: Path, client: Any) -> None:
+    command = ("srun bash -c 'echo rank=$SLURM_PROCID of=$WORLD_SIZE at=$MASTER_ADDR:$MASTER_PORT "
+               "nodes=$NNODES per_node=$NPROC_PER_NODE rdzv=$RDZV_ENDPOINT'")
+    run = await submit(client, command, slurm={"nodes": 1, "ntasks_per_node": 2, "cpus_per_task": 1})
+    args = (Path(run["run_dir"]) / "sbatch_args").read_text().split()
+    assert "--nodes=1" in args and "--ntasks-per-node=2" in args
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"})
+    assert done["status"] == "succeeded", done
+    job_id = int((Path(run["run_dir"]) / "slurm_job_id").read_text())
+    port = 15000 + job_id % 20000
+    ranks = sorted(line for line in done["text"].splitlines() if line.startswith("rank="))
+    assert ranks == [f"rank={r} of=2 at=localhost:{port} nodes=1 per_node=2 rdzv=localhost:{port}" for r in (0, 1)]
