@@ -24,7 +24,7 @@ class SlurmOptions(BaseModel):
     nodes: int | None = Field(default=None, ge=1, le=4096,
                               description="--nodes: a multi-node job (start its ranks with srun; see the README)")
     ntasks_per_node: int | None = Field(default=None, ge=1, le=1024,
-                                        description="--ntasks-per-node: srun's tasks (ranks) per node, e.g. one per GPU")
+                                        description="--ntasks-per-node: srun's tasks (ranks) per node")
     cpus_per_task: int | None = Field(default=None, ge=1, le=4096, description="--cpus-per-task")
     mem: str | None = Field(default=None, pattern=r"^[0-9]{1,9}[KMGT]?$", description="--mem, e.g. 64G")
     time: str | None = Field(default=None, pattern=r"^([0-9]{1,4}-)?[0-9]{1,6}(:[0-9]{2}){0,2}$",

@@ -4,10 +4,11 @@
 # and removed in the durable root (a real write is the only test that catches a full
 # inode table).
 #
-# Arguments: DURABLE_ROOT PYTHON PROXY_HOOK CODE_DIR
+# Arguments: DURABLE_ROOT PYTHON PROXY_HOOK CODE_DIR SLURM
 #            MOUNT_COUNT MOUNT... CACHE_COUNT CACHE_DIR... EXPECTED_FILE...
 # PYTHON, PROXY_HOOK and CODE_DIR may be empty (first python on PATH / no hook / no code
-# checks). `rgt_state` (the jobs' state functions) is defined ahead of this script.
+# checks); SLURM is 1 on a Slurm login node (the cluster's partitions, your pending jobs and
+# limits are read too). `rgt_state` (the jobs' state functions) is defined ahead of this script.
 
 # S name cmd... : one marked section with its exit code.
 S() { rgt_sec=$1; shift; printf '%s%s\n' '@@RGT-BEGIN ' "$rgt_sec"; "$@" 2>&1; rgt_rc=$?; printf '\n%s%s %s\n' '@@RGT-END ' "$rgt_sec" "$rgt_rc"; }
@@ -153,8 +154,17 @@ except Exception as exc:
 sys.stdout.write(json.dumps(out) + "\n")
 '
 
-durable_root=$1 python_bin=$2 proxy_hook=$3 code_dir=$4
-shift 4
+# The cluster as a login node sees it: partitions (GPU GRES, node states), your pending jobs
+# with Slurm's reasons, your associations' limits (only where an accounting database answers).
+cluster() {
+  me=$(id -un)
+  S sinfo T 15 sinfo -h -o '%P|%a|%l|%D|%t|%G'
+  S pending T 15 squeue -h -u "$me" -t PENDING -o '%i|%r|%P'
+  S assoc T 15 sacctmgr -n -P show assoc user="$me" format=Account,Partition,QOS,MaxTRES,MaxJobs,MaxSubmit
+}
+
+durable_root=$1 python_bin=$2 proxy_hook=$3 code_dir=$4 slurm=$5
+shift 5
 # dmon samples for 5 s: start it first and collect it last so it overlaps the rest.
 if have nvidia-smi; then (T 15 nvidia-smi dmon -s pucvmet -c 5 > "$tmp/dmon" 2>&1; echo $? > "$tmp/dmon.rc") & fi
 S ident ident
@@ -190,6 +200,7 @@ if [ -n "$code_dir" ]; then
   [ $# = 0 ] || S hashes hashes "$@"
 fi
 S runs live_runs
+[ "$slurm" = 1 ] && cluster
 wait
 if [ -f "$tmp/dmon" ]; then
   printf '%s%s\n' '@@RGT-BEGIN ' dmon; cat "$tmp/dmon"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Copied from shared/recipes (the project's tested recipe) for the Slurm engine tests.
+# Copied from shared/recipes (the project's tested recipe) for the Slurm engine tests, extended
+# with MaxArraySize and one counted GPU GRES.
 # slurm-up.sh - start a private single-node Slurm (munged + slurmctld + slurmd) on
 # loopback for tests. Debian bookworm, slurm-wlm 22.05.8, munge 0.5.15, run as root.
 # Tested on the project's machine kind (2 cores, no systemd, /usr/sbin/policy-rc.d = exit 101).
@@ -92,9 +93,14 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=300
 MaxArraySize=${SLURM_MAX_ARRAY_SIZE:-1001}
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1000 State=UNKNOWN
+GresTypes=gpu
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1000 Gres=gpu:1 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF
+# One counted GPU: a character device stands in for it (Slurm counts it and sets
+# CUDA_VISIBLE_DEVICES; task/none constrains nothing), so `--gpus 1` requests schedule and a
+# second one waits PENDING (Resources) while the first holds it.
+printf 'Name=gpu File=/dev/null\n' > "$D/gres.conf"
 export SLURM_CONF="$D/slurm.conf"
 
 # 5. daemons in the foreground (-D), detached from this shell so they outlive it

@@ -24,7 +24,7 @@ class ProbeSection:
 
 def build_script(
     *, mounts: list[str], durable_root: str, python: str | None, proxy_hook: str | None,
-    cache_dirs: list[str], code_dir: str | None, expect_files: dict[str, str],
+    cache_dirs: list[str], code_dir: str | None, expect_files: dict[str, str], slurm: bool = False,
 ) -> str:
     """The whole audit as one script for one round trip (box paths validated here)."""
     words = [
@@ -32,6 +32,7 @@ def build_script(
         quote(python or ""),
         quote(proxy_hook or ""),
         path_word(code_dir, "code_dir") if code_dir else quote(""),
+        "1" if slurm else "0",
         str(len(mounts)), *(path_word(m, "mount path") for m in mounts),
         str(len(cache_dirs)), *(path_word(c, "cache dir") for c in cache_dirs),
         *(path_word(p, "expected file") for p in expect_files),

@@ -303,3 +303,57 @@ async def test_a_job_of_several_tasks_gets_the_rendezvous_its_ranks_need(login_n
     port = 15000 + job_id % 20000
     ranks = sorted(line for line in done["text"].splitlines() if line.startswith("rank="))
     assert ranks == [f"rank={r} of=2 at=localhost:{port} nodes=1 per_node=2 rdzv=localhost:{port}" for r in (0, 1)]
+
+
+async def test_a_gpu_job_waits_for_the_gpu_while_a_cpu_job_runs(login_node: Path, client: Any) -> None:
+    first = await submit(client, "echo gpu=$CUDA_VISIBLE_DEVICES; sleep 90", slurm={"gpus": 1})
+    await until_status(client, first["run_id"], {"running"})
+    second = await submit(client, "sleep 1", slurm={"gpus": 1})
+    cpu_only = await submit(client, "echo no gpu needed")
+
+    async def waits_for_resources() -> dict[str, Any] | None:
+        s = await state(client, second["run_id"])  # PENDING (None) until the scheduler has looked at it
+        return s if s["status"] == "queued" and "reason: Resources" in " ".join(s["evidence"]) else None
+    await until(waits_for_resources, timeout=30, interval=0.5, what="the second GPU job to wait for Resources")
+    assert (await until_status(client, cpu_only["run_id"], {"succeeded"}))["status"] == "succeeded"
+    assert (await state(client, second["run_id"]))["status"] == "queued", "the one GPU is still taken"
+    assert "gpu=0" in (await state(client, first["run_id"]))["text"]
+
+
+async def test_audit_of_a_login_node_checks_the_cluster_not_local_gpus(login_node: Path, client: Any, env: Any,
+                                                                       tmp_path: Path) -> None:
+    inventory = env.config.read_text().replace('[hosts."cluster"]\n', '[hosts."cluster"]\nprofile = "slurm"\n')
+    env.config.write_text(inventory)
+    held = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    try:
+        res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+    finally:
+        subprocess.run(["scancel", held], check=False)
+    checks = {c["id"]: c for c in res["checks"]}
+    assert res["round_trips"] == 1
+    for gpu_check in ("A2", "A3", "A5", "A8", "A9", "A28"):
+        assert checks[gpu_check]["status"] == "SKIP" and "login node" in checks[gpu_check]["evidence"]
+    assert checks["A31"]["status"] == "PASS" and "debug*: up" in checks["A31"]["evidence"]
+    assert "gpu" in checks["A31"]["evidence"], "the test cluster's counted GPU GRES is listed"
+    assert checks["A32"]["status"] == "WARN" and f"job {held} (JobHeldUser" in checks["A32"]["evidence"]
+    assert checks["A33"]["status"] == "SKIP" and "accounting" in checks["A33"]["evidence"], "no slurmdbd here"
+    assert checks["A34"]["status"] == "PASS", checks["A34"]
+    assert {"A10", "A11"} <= set(checks), "space and inodes of the roots as on any box"
+
+    scratch = tmp_path / "scratch" / "me"
+    scratch.mkdir(parents=True)
+    env.config.write_text(inventory.replace(f'durable_root = "{login_node}"', f'durable_root = "{scratch}"') +
+                          '[hosts.cluster.slurm]\npartition = "gpu-a100"\n')
+    res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+    checks = {c["id"]: c for c in res["checks"]}
+    assert checks["A34"]["status"] == "WARN" and "a scratch path" in checks["A34"]["evidence"]
+    assert checks["A31"]["status"] == "FAIL" and "'gpu-a100' is not listed" in checks["A31"]["evidence"]
+
+    # The inventory names the cluster's scratch, and the durable root is on that same filesystem.
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    env.config.write_text(inventory.replace('[hosts."cluster"]\n', f'[hosts."cluster"]\nscratch_root = "{fast}"\n'))
+    res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+    c4 = next(c for c in res["checks"] if c["id"] == "A34")
+    assert c4["status"] == "WARN" and f"the same filesystem as the scratch root {fast}" in c4["evidence"], c4
