@@ -55,6 +55,7 @@ rgt_slurm_wait() { i=0
 rgt_cancel() {
   id=$(cat "$1/slurm_job_id" 2>/dev/null); [ -n "$id" ] || return 0
   case "$id" in *[!0-9_]*) return 0;; esac
+  scancel --state=PENDING "$id" 2>/dev/null  # not started: nothing to signal (it only makes scancel retry)
   if [ -n "$3" ]; then scancel --signal="$3" --full "$id" 2>/dev/null; rgt_slurm_wait "$id" "$4"; fi
   scancel --signal=TERM --full "$id" 2>/dev/null; rgt_slurm_wait "$id" "$4"
   scancel "$id" 2>/dev/null; rgt_slurm_wait "$id" 300

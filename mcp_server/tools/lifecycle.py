@@ -10,13 +10,17 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_run
+from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_record, cancel_run
+from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
 from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
 from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, READ_ONLY, app_of, tool_errors
 
 HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
 RunIdArg = Annotated[str, Field(description="run id from launch_detached or list_runs")]
+CancelIdArg = Annotated[str, Field(
+    description="run id from launch_detached or list_runs, or a Slurm sweep's queue_id (array-...) to stop all its "
+    "cells at once")]
 ReasonArg = Annotated[str | None, Field(
     description="why the run is stopped (kept in the run dir's `cancelled` file and the ledger)", max_length=500)]
 SignalFirstArg = Annotated[FirstSignal | None, Field(
@@ -38,7 +42,7 @@ def _who(ctx: Context[Any, Any]) -> str:
 def _register_cancel_run(server: MCPServer) -> None:
     @server.tool(name="cancel_run", annotations=DESTRUCTIVE_IDEMPOTENT)
     async def cancel_run_tool(
-        ctx: Context, run_id: RunIdArg, host: HostArg = "local", reason: ReasonArg = None,
+        ctx: Context, run_id: CancelIdArg, host: HostArg = "local", reason: ReasonArg = None,
         signal_first: SignalFirstArg = None, grace_s: GraceArg = DEFAULT_GRACE_S,
     ) -> CancelResult:
         """Stop a live run: its whole process group gets signal_first (optional), TERM, grace, then KILL.
@@ -52,6 +56,10 @@ def _register_cancel_run(server: MCPServer) -> None:
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
+            if is_array_id(run_id):
+                mark = cancel_record(run_id, _who(ctx), reason, signal_first, grace_s)
+                return await cancel_array(await app.pool.host(spec), spec, run_id, mark, signal_first=signal_first,
+                                          ledger=app.ledger)
             return await cancel_run(await app.pool.host(spec), spec, run_id, by=_who(ctx), reason=reason,
                                     signal_first=signal_first, grace_s=grace_s, ledger=app.ledger)
 

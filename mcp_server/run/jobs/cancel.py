@@ -68,6 +68,15 @@ async def _mark(host: Host, run_dir: str, record: CancelRecord) -> None:
     res.check("recording the cancel in the run dir")
 
 
+def cancel_record(run_id: str, by: str, reason: str | None, signal_first: FirstSignal | None,
+                  grace_s: float) -> CancelRecord:
+    """What the run dir's `cancelled` file will say: who, when, why, how."""
+    now = time.time()
+    return CancelRecord(run_id=run_id, by=by or "unknown", at=now, reason=reason, signal_first=signal_first,
+                        at_utc=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+                        grace_s=min(max(grace_s, 0.1), MAX_GRACE_S))
+
+
 async def cancel_run(host: Host, spec: HostSpec, run_id: str, *, by: str = "", reason: str | None = None,
                      signal_first: FirstSignal | None = None, grace_s: float = DEFAULT_GRACE_S,
                      ledger: Ledger | None = None) -> CancelResult:
@@ -79,10 +88,7 @@ async def cancel_run(host: Host, spec: HostSpec, run_id: str, *, by: str = "", r
     (before,) = await engine.status(host, [run_dir])
     if before.status in ENDED:
         return _ended(spec, run_id, before)
-    now = time.time()
-    mark = CancelRecord(run_id=run_id, by=by or "unknown", at=now, reason=reason, signal_first=signal_first,
-                        at_utc=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-                        grace_s=min(max(grace_s, 0.1), MAX_GRACE_S))
+    mark = cancel_record(run_id, by, reason, signal_first, grace_s)
     await _mark(host, run_dir, mark)
     await engine.cancel(host, run_dir, signal_first=signal_first, grace_s=mark.grace_s)
     (after,) = await engine.status(host, [run_dir])

@@ -357,3 +357,20 @@ async def test_audit_of_a_login_node_checks_the_cluster_not_local_gpus(login_nod
     res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
     c4 = next(c for c in res["checks"] if c["id"] == "A34")
     assert c4["status"] == "WARN" and f"the same filesystem as the scratch root {fast}" in c4["evidence"], c4
+
+
+async def test_cancelling_a_sweep_stops_its_arrays_and_leaves_ended_cells_alone(login_node: Path, client: Any) -> None:
+    queue = await sweep(client, ["echo quick"] + ["sleep 300"] * 5, max_concurrent=2, name="stopme")
+    first = await until_status(client, queue["runs"][0]["run_id"], {"succeeded"})
+    assert first["status"] == "succeeded"
+    res = structured(await client.call_tool("cancel_run", {"host": "cluster", "run_id": queue["queue_id"],
+                                                           "grace_s": 1, "reason": "wrong grid"}))
+    assert res["changed"] and res["state"]["status"] == "cancelled", res
+    assert "1 succeeded" in res["message"] and "5 cancelled" in res["message"], res["message"]
+    states = [await state(client, r["run_id"]) for r in queue["runs"]]
+    assert [s["status"] for s in states] == ["succeeded"] + ["cancelled"] * 5
+    array_ids = (Path(queue["queue_dir"]) / "slurm_array_ids").read_text().split()
+    left = subprocess.run(["squeue", "-h", "-j", ",".join(array_ids)], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == "", "every array has left the queue"
+    again = structured(await client.call_tool("cancel_run", {"host": "cluster", "run_id": queue["queue_id"]}))
+    assert again["changed"] is False
