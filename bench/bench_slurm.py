@@ -53,6 +53,7 @@ async def main() -> None:
     cluster = Slurm(Path(tempfile.mkdtemp(prefix="rgt-slurm-bench-")))
     cluster.start()
     os.environ["SLURM_CONF"] = str(cluster.conf)
+    os.environ["RGT_SLURM_POLL"] = "0"  # measure the full query (squeue + accounting), not the run-dir-only read
     b = Bench()
     b.sshd.stop()
     config = b.sshd.root / "sshd_config"

@@ -12,6 +12,7 @@ from mcp_server.hosts.pool import HostPool, HostSpec
 from mcp_server.knowledge import profiles
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines import configure_engines
 from mcp_server.run.jobs.watch import Publish, RunWatch
 from mcp_server.settings import Settings
 from mcp_server.statedir import secure_state
@@ -20,6 +21,7 @@ from mcp_server.statedir import secure_state
 class App:
     def __init__(self, settings: Settings, publish: Publish | None = None) -> None:
         self.settings = settings
+        configure_engines(settings)
         self.redactor = Redactor()
         self._pool: HostPool | None = None
         self._ledger: Ledger | None = None

@@ -24,6 +24,7 @@ LOG_LEVEL: LogLevel = "WARNING"
 TEARDOWN_CONFIRM_S = 20.0
 HTTP_TIMEOUT_S = 15.0
 WATCH_INTERVAL_S = 30.0  # how often a host with subscribed runs is polled (backing off to 4x when quiet)
+SLURM_POLL_S = 60.0  # the least time between two scheduler queries (squeue, sacct) of one Slurm cluster
 # The launch's disk gate on the durable root; audit_box's A10/A11 fail below the same floors.
 LAUNCH_MIN_FREE_GIB = 5.0
 LAUNCH_MIN_FREE_INODES = 10_000
@@ -65,6 +66,8 @@ class Settings(BaseModel):
     teardown_confirm_s: float = TEARDOWN_CONFIRM_S
     http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
     watch_interval_s: float = Field(default=WATCH_INTERVAL_S, description="base poll interval for subscribed runs")
+    slurm_poll_s: float = Field(default=SLURM_POLL_S,
+                                description="least seconds between two squeue/sacct queries of one Slurm cluster")
     pull_roots: tuple[Path, ...] = Field(default=(), description="local folders verify_artifacts may pull into, "
                                          "besides <home>/pulls (RGT_PULL_ROOTS, separated by os.pathsep)")
 
@@ -104,5 +107,6 @@ class Settings(BaseModel):
             teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", TEARDOWN_CONFIRM_S, 1, 30),
             http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
             watch_interval_s=_float_env(env, "RGT_WATCH_INTERVAL", WATCH_INTERVAL_S, 0.2, 3600),
+            slurm_poll_s=_float_env(env, "RGT_SLURM_POLL", SLURM_POLL_S, 0, 3600),
             pull_roots=tuple(Path(p).expanduser() for p in env.get("RGT_PULL_ROOTS", "").split(os.pathsep) if p),
         )

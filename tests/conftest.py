@@ -52,6 +52,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.setenv("RGT_SSH_CONFIG", str(e.ssh_config))
     monkeypatch.setenv("RGT_CONNECT_TIMEOUT", "5")
     monkeypatch.setenv("RGT_HTTP_TIMEOUT", "5")
+    # Slurm tests follow jobs through their states: ask the test cluster every time (its own
+    # test sets the production interval).
+    monkeypatch.setenv("RGT_SLURM_POLL", "0")
     # Tests pull into their own tmp folders; the refusal of any other dest has its own tests.
     monkeypatch.setenv("RGT_PULL_ROOTS", str(tmp_path))
     return e

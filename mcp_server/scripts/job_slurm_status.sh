@@ -4,10 +4,15 @@
 # a job MinJobAge after it ends) one sacct, or, when the cluster keeps no accounting, one sacct -c
 # over the job completion log; `scontrol show job -o` only for a job neither answered; one stat
 # for every log; one awk to join them. rgt_state only for a run whose wrapper recorded its end.
+# $1 ask Slurm: 1, or 0 to read the run dirs only (the server asked Slurm moments ago; sites
+# punish frequent polling)  $2... run dirs.
 # One line per run dir, fields separated by <US>:
-#   run-dir state line ("|"-separated), job id, 1 when --requeue was asked (the run dir's `requeue` file), the source that
-#   answered (squeue, sacct, jobcomp, scontrol or ""), "STATE|REASON|EXITCODE" as it said them
+#   run-dir state line ("|"-separated), job id, 1 when --requeue was asked (the run dir's
+#   `requeue` file), the source that answered (squeue, sacct, jobcomp, scontrol or ""),
+#   "STATE|REASON|EXITCODE" as it said them, 1 when the job has started (the wrapper's pid file)
 # Job ids are only ever digits (array tasks: 12_3), never shell text. Needs job_state.sh.
+ask=$1
+shift
 TAB=$(printf '\t')
 NL='
 '
@@ -22,8 +27,10 @@ for d in "$@"; do
   own=""
   if [ -f "$d/exit_code" ] || [ -f "$d/cancelled" ]; then own=$(rgt_state "$d" | tr '\t' '|'); fi
   rq=0; [ -f "$d/requeue" ] && rq=1
-  runs="$runs$d$TAB$id$TAB${raw:-$id}$TAB$rq$TAB$own$NL"
+  go=0; [ -f "$d/pid" ] && go=1
+  runs="$runs$d$TAB$id$TAB${raw:-$id}$TAB$rq$TAB$own$TAB$go$NL"
 done
+[ "$ask" = 1 ] || ids=""
 live=""; [ -n "$ids" ] && live=$(squeue -r -h -o '%i|%T|%r' -j "$ids" 2>/dev/null)
 # The ids squeue did not list, as accounting knows them (an array task by its raw id once it started).
 ended=$(printf '%s\n@R\n%s' "$live" "$runs" | awk -F '\t' '
@@ -31,7 +38,7 @@ ended=$(printf '%s\n@R\n%s' "$live" "$runs" | awk -F '\t' '
   !part { split($0, f, "|"); q[f[1]] = 1; next }
   $2 != "" && !($2 in q) { printf "%s%s", sep, $3; sep = "," }')
 acct="" src=""
-if [ -n "$ended" ]; then
+if [ -n "$ended" ] && [ "$ask" = 1 ]; then
   fields=JobIDRaw,JobID,State,Reason,ExitCode
   if acct=$(sacct -X -j "$ended" --parsable2 --noheader -o "$fields" 2>/dev/null); then src=sacct
   elif acct=$(sacct -c -X -j "$ended" --parsable2 --noheader -o "$fields" 2>/dev/null); then src=jobcomp
@@ -42,7 +49,7 @@ fi
   echo @A; [ -n "$acct" ] && printf '%s\n' "$acct"
   echo @S; for d in "$@"; do printf '%s\n' "$d/log"; done | xargs -d '\n' stat -c "%n$TAB%s|%Y" 2>/dev/null
   echo @R; printf '%s' "$runs"
-} | awk -F '\t' -v us="$(printf '\037')" -v src="$src" '
+} | awk -F '\t' -v us="$(printf '\037')" -v src="$src" -v ask="$ask" '
   /^@[QASR]$/ { part = $0; next }
   part == "@Q" { split($0, f, "|"); q[f[1]] = f[2] "|" f[3] "|"; next }
   part == "@A" { split($0, f, "|"); a[f[1]] = a[f[2]] = f[3] "|" f[4] "|" f[5]; next }
@@ -53,7 +60,7 @@ fi
     if (id != "" && (id in q)) { from = "squeue"; said = q[id] }
     else if (raw != "" && (raw in a)) { from = src; said = a[raw] }
     else if (id != "" && (id in a)) { from = src; said = a[id] }
-    else if (id != "") {
+    else if (id != "" && ask == 1) {
       cmd = "scontrol show job -o " raw " 2>/dev/null"; st = ""; why = ""; ec = ""
       while ((cmd | getline line) > 0) {
         n = split(line, w, " ")
@@ -66,5 +73,5 @@ fi
       close(cmd)
       if (st != "") { from = "scontrol"; said = st "|" why "|" ec }
     }
-    printf "%s%s%s%s%s%s%s%s%s\n", own, us, id, us, $4, us, from, us, said
+    printf "%s%s%s%s%s%s%s%s%s%s%s\n", own, us, id, us, $4, us, from, us, said, us, $6
   }'

@@ -374,3 +374,43 @@ async def test_cancelling_a_sweep_stops_its_arrays_and_leaves_ended_cells_alone(
     assert left.stdout.strip() == "", "every array has left the queue"
     again = structured(await client.call_tool("cancel_run", {"host": "cluster", "run_id": queue["queue_id"]}))
     assert again["changed"] is False
+
+
+async def test_the_scheduler_is_asked_at_most_once_per_poll_interval_and_run_dirs_fill_the_gap(
+        login_node: Path, client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    from mcp_server.app import App
+    from mcp_server.run.jobs.engines import SLURM
+    from mcp_server.settings import Settings
+
+    if request.node.callspec.params["login_node"] == "ssh":
+        pytest.skip("counts squeue calls through a PATH shim, which only the local login node sees (the "
+                    "throttle is the engine's, the same for both transports)")
+    run = await submit(client, "echo hi; sleep 4")
+    run_dir = [f"{login_node}/.rgt/runs/{run['run_id']}"]
+    # A squeue that counts its calls, ahead of the real one on the login node's PATH.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "squeue-calls"
+    calls.write_text("")
+    real = subprocess.run(["sh", "-c", "command -v squeue"], capture_output=True, text=True, check=True).stdout.strip()
+    (shim / "squeue").write_text(f'#!/bin/sh\necho x >> {calls}\nexec {real} "$@"\n')
+    (shim / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    monkeypatch.setenv("RGT_SLURM_POLL", "3")
+    app = App(Settings.from_env())
+    host, _ = await app._open_host("cluster")
+    reads: list[Any] = []
+    try:
+        async def ended() -> Any:
+            (s,) = await SLURM.status(host, run_dir)
+            reads.append(s)
+            return s if s.status == "succeeded" else None
+        done = await until(ended, timeout=60, interval=0.3, what="the run to end")
+        asked = calls.read_text().count("x")
+        assert len(reads) >= 10 and 1 <= asked <= len(reads) // 4, (asked, len(reads))
+        stood_in = [s for s in reads if "s ago" in " ".join(s.evidence)]
+        assert stood_in, "between two queries Slurm's last answer stands in, with its age"
+        assert done.status == "succeeded" and done.exit_code == 0
+    finally:
+        SLURM.poll_s = 0.0

@@ -7,6 +7,7 @@ from mcp_server.run.jobs.engines.base import JobEngine, RunDirEngine
 from mcp_server.run.jobs.engines.shell import ShellEngine
 from mcp_server.run.jobs.engines.slurm import SlurmEngine
 from mcp_server.run.jobs.engines.tmux import TmuxEngine
+from mcp_server.settings import Settings
 
 
 def own_state(name: str | None) -> bool:
@@ -16,8 +17,14 @@ def own_state(name: str | None) -> bool:
     return found is not None and getattr(type(found), "status", None) is not RunDirEngine.status
 
 
+SLURM = SlurmEngine()
 ENGINES: dict[str, JobEngine] = {
     "shell": ShellEngine(),
     "tmux": TmuxEngine(),
-    "slurm": SlurmEngine(),
+    "slurm": SLURM,
 }
+
+
+def configure_engines(settings: Settings) -> None:
+    """The engines' settings: how often a Slurm cluster's scheduler may be asked."""
+    SLURM.poll_s = settings.slurm_poll_s

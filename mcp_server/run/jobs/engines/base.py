@@ -73,11 +73,12 @@ class JobEngine(Protocol):
         ...
 
 
-async def state_lines(host: Host, script: str, run_dirs: Sequence[str]) -> list[str]:
-    """One line per run dir, in order, from a state script run once for all of them."""
+async def state_lines(host: Host, script: str, run_dirs: Sequence[str], *leading: str) -> list[str]:
+    """One line per run dir, in order, from a state script run once for all of them (after the
+    `leading` words, already quoted)."""
     if not run_dirs:
         return []
-    res = await host.run(job_script(script, *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
+    res = await host.run(job_script(script, *leading, *(path_word(d, "run dir") for d in run_dirs)), timeout=25)
     res.check("reading run states")
     lines = res.text.splitlines()
     if len(lines) != len(run_dirs):

@@ -7,6 +7,8 @@ say why a job died before writing one (scripts/job_engine_slurm.sh, job_slurm_st
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 
 from mcp_server import scripts
@@ -16,6 +18,7 @@ from mcp_server.hosts.commands import quote
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.run.jobs.engines.base import RunDirEngine, state_lines
 from mcp_server.run.jobs.status import RunState, parse_state
+from mcp_server.settings import SLURM_POLL_S
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT"}
@@ -41,17 +44,24 @@ def _code(exit_code: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def slurm_state(line: str) -> RunState:
-    """One line of job_slurm_status.sh: the run dir's state joined with what Slurm said and where."""
-    own_line, job_id, requeue, source, said = (line.split("\x1f") + ["", "", "", ""])[:5]
+def slurm_state(line: str, age_s: float | None = None) -> RunState:
+    """One line of job_slurm_status.sh: the run dir's state joined with what Slurm said and where;
+    `age_s` when Slurm was not asked this time and its last answer (that old) stands in."""
+    own_line, job_id, requeue, source, said, started = (line.split("\x1f") + ["", "", "", "", ""])[:6]
     own = parse_state(own_line)
     common = {"log_size": own.log_size, "log_mtime": own.log_mtime}
     word, reason, exit_code = (said.split("|") + ["", ""])[:3]
     state, _, by = word.partition(" by ")
-    where = SOURCES.get(source, source)
+    where = SOURCES.get(source, source) + (f", {age_s:.0f} s ago" if age_s is not None else "")
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
+    if age_s is not None and (ended or (started == "1" and state in QUEUED)):
+        # Slurm's answer is older than what the run dir says now: the run dir wins.
+        if ended:
+            return own.model_copy(update={"evidence": [*own.evidence, f"the run dir's record; Slurm was {told}"]})
+        return RunState(status="running", evidence=[f"started: the run dir has the wrapper's pid; Slurm was {told}"],
+                        **common)
     if state in QUEUED or (state == "PREEMPTED" and requeue == "1" and source in ("squeue", "scontrol")):
         note = ["preempted; --requeue was asked: Slurm runs it again from the start (resume from a checkpoint)"
                 ] if state in ("PREEMPTED", "REQUEUED") else []
@@ -117,8 +127,17 @@ def sbatch_function(options: SlurmOptions) -> str:
 
 
 class SlurmEngine(RunDirEngine):
+    """`status` asks Slurm (squeue, then accounting) at most once per `poll_s` per cluster, as
+    sites ask of their users; in between it reads the run dirs (an exit code, a cancel, a started
+    job's pid) and lets Slurm's last answer for each run stand in, saying how old it is."""
+
     name = "slurm"
     library = "job_engine_slurm"
+
+    def __init__(self, poll_s: float = SLURM_POLL_S) -> None:
+        self.poll_s = poll_s
+        self._asked: dict[str, float] = {}  # host -> when Slurm was last asked (monotonic)
+        self._said: dict[tuple[str, str], tuple[float, str]] = {}  # (host, run dir) -> (when, Slurm's part)
 
     def job_name(self, run_id: str) -> str | None:
         return f"rgt-{run_id}"
@@ -127,4 +146,29 @@ class SlurmEngine(RunDirEngine):
         return scripts.load(self.library) + f"RGT_BATCH={quote(scripts.load('job_batch_slurm'))}\n"
 
     async def status(self, host: Host, run_dirs: Sequence[str]) -> list[RunState]:
-        return [slurm_state(line) for line in await state_lines(host, "job_slurm_status", run_dirs)]
+        now = time.monotonic()
+        ask = (now - self._asked.get(host.name, -math.inf) >= self.poll_s
+               or any((host.name, d) not in self._said for d in run_dirs))
+        lines = await state_lines(host, "job_slurm_status", run_dirs, "1" if ask else "0")
+        if ask:
+            self._asked[host.name] = now
+            for d, line in zip(run_dirs, lines, strict=True):
+                self._said[(host.name, d)] = (now, _slurm_part(line))
+            return [slurm_state(line) for line in lines]
+        out = []
+        for d, line in zip(run_dirs, lines, strict=True):
+            when, part = self._said[(host.name, d)]
+            out.append(slurm_state(_with_slurm_part(line, part), age_s=now - when))
+        return out
+
+
+def _slurm_part(line: str) -> str:
+    """The fields Slurm answered (source, what it said) of a status line."""
+    fields = line.split("\x1f")
+    return "\x1f".join(fields[3:5]) if len(fields) >= 5 else "\x1f"
+
+
+def _with_slurm_part(line: str, part: str) -> str:
+    fields = (line.split("\x1f") + [""] * 6)[:6]
+    fields[3:5] = part.split("\x1f", 1)
+    return "\x1f".join(fields)
