@@ -5,8 +5,8 @@ tests), the login node reached over the loopback sshd.
    round trip per run. The issue's baseline is `sacct -j` per run; this Slurm has no accounting
    (as many small clusters), so the per-run baseline is `scontrol show job -o <id>`, which is what
    a per-run poll falls back to there. Target: >= 20x.
-2. Submit latency: launch_detached's domain call with backend slurm (facts, submit, the queue's
-   state) vs a bare `sbatch --parsable` over the same connection. Target: <= 1.5x.
+2. Submit latency: launch_detached's domain call with backend slurm (two round trips: the facts,
+   then the run dir + sbatch) vs a bare `sbatch --parsable` over the same connection. Target: <= 1.5x.
 """
 
 from __future__ import annotations

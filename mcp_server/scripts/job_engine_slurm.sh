@@ -42,6 +42,7 @@ rgt_submit() {
   out=$(rgt_sbatch --parsable --job-name "$2" --output "$d/log" --open-mode=append --chdir "$d" \
       "$d/job.sbatch" 2>&1) || rgt_submit_failed "$out" "$d/secrets.env"
   printf '%s\n' "${out%%;*}" > "$d/slurm_job_id"
+  printf 'job_id=%s\n' "${out%%;*}"
 }
 
 # rgt_slurm_wait ID TENTHS: wait up to TENTHS tenths of a second while the job is still queued

@@ -25,7 +25,8 @@ unset RGT_SECRETS
 if [ -n "$name" ]; then printf '%s\n' "$run_id" > "$name_file.tmp" && mv -f "$name_file.tmp" "$name_file"; fi
 echo "RGT-STARTED $run_id"
 # The wrapper records its pid within a moment; then wait for an early exit. An engine whose job
-# starts later, elsewhere (a Slurm queue), sets RGT_PID_WAIT=0 in its library.
+# starts later, elsewhere (a Slurm queue), sets RGT_PID_WAIT=0 in its library: nothing to probe here.
+[ "${RGT_PID_WAIT:-150}" = 0 ] && exit 0
 i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt "${RGT_PID_WAIT:-150}" ]; do sleep 0.02; i=$((i+1)); done
 i=0; while [ ! -f "$d/exit_code" ] && [ $i -lt "$ticks" ]; do sleep 0.2; i=$((i+1)); done
 printf 'state=%s\n' "$(rgt_state "$d")"

@@ -239,14 +239,18 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     if not any(line.startswith("RGT-STARTED") for line in lines):
         raise RgtError("the launch did not start", host=spec.name, observed=redactor.scrub(head[-500:]),
                        next_step="read the message; check the durable root and the backend")
-    if state.status == "lost" and state.pid is None:
+    job_id = next((ln.partition("=")[2] for ln in lines if ln.startswith("job_id=")), "")
+    if engine.name == "slurm":  # accepted by sbatch: in the queue until Slurm starts it on a compute node
+        state = RunState(status="queued", evidence=[f"Slurm job {job_id} submitted (sbatch accepted it): squeue "
+                                                    "says where it stands; tail_logs follows it"])
+    elif state.status == "lost" and state.pid is None:
         state = RunState(status="running", evidence=["starting: the wrapper has not recorded its pid yet"],
                          log_size=state.log_size, log_mtime=state.log_mtime)
     tail = redactor.scrub(log)
     run_dir = f"{base}/runs/{run_id}"
     return LaunchResult(
         host=spec.name, run_id=run_id, name=req.name, backend=engine.name, run_dir=run_dir,
-        outcome="exited_early" if state.status in FINISHED else "running",
+        outcome="exited_early" if state.status in FINISHED else "queued" if state.status == "queued" else "running",
         log_path=engine.log_path(run_dir), state=state, log_tail="\n".join(tail.splitlines()[-40:]),
         signatures=scan(tail), progress=progress_hint(tail), notes=notes, tmux_session=engine.job_name(run_id),
     )
@@ -293,9 +297,6 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     async with ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"):
         res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20)
     result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
-    if backend == "slurm" and result.outcome == "running":  # the queue, not a local pid, says where it is
-        (result.state,) = await engine.status(host, [result.run_dir])
-        result.outcome = "exited_early" if result.state.status in FINISHED else "running"
-    if ledger is not None and result.outcome in ("running", "exited_early"):
+    if ledger is not None and result.outcome in ("running", "queued", "exited_early"):
         _record_launch(ledger, spec, req, record, result)
     return result
