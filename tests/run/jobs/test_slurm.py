@@ -87,6 +87,10 @@ async def test_a_job_is_submitted_runs_and_succeeds_with_its_log(login_node: Pat
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
     assert done["status"] == "succeeded" and done["exit_code"] == 0, done
     assert f"hello from {job_id}" in done["text"] and "bye" in done["text"]
+    # Finished, the job has left squeue; this cluster keeps no accounting (no slurmdbd), so the
+    # job completion log answers, and the evidence says so.
+    ended = await until_status(client, run["run_id"], {"succeeded"})
+    assert "(the job completion log (sacct -c))" in " ".join(ended["evidence"]), ended["evidence"]
     listed = structured(await client.call_tool("list_runs", {"host": "cluster"}))["outcomes"][0]["runs"]
     assert listed["runs"][0]["run_id"] == run["run_id"] and listed["runs"][0]["status"] == "succeeded"
 
@@ -414,3 +418,17 @@ async def test_the_scheduler_is_asked_at_most_once_per_poll_interval_and_run_dir
         assert done.status == "succeeded" and done.exit_code == 0
     finally:
         SLURM.poll_s = 0.0
+
+
+async def test_without_accounting_or_a_completion_log_scontrol_and_the_exit_file_answer(
+        login_node: Path, client: Any, slurm_cluster: Slurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["login_node"] == "ssh":
+        pytest.skip("points SLURM_CONF at a copy of the cluster's config, which the sshd sessions do not see")
+    bare = tmp_path / "slurm.conf"
+    bare.write_text(slurm_cluster.conf.read_text().replace("JobCompType=jobcomp/filetxt", "JobCompType=jobcomp/none"))
+    monkeypatch.setenv("SLURM_CONF", str(bare))  # the same controller; the client sees no completion log
+    run = await submit(client, "exit 4")
+    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
+    assert done["status"] == "failed" and done["exit_code"] == 4
+    assert "(scontrol)" in " ".join(done["evidence"]), done["evidence"]
