@@ -210,6 +210,11 @@ async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses
     assert "on the login node, as asked" in " ".join(allowed["outcomes"][0]["launch"]["notes"])
     plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
     assert plan["executor"] == "none"
+    live = await submit(client, "sleep 120")
+    plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
+    g1 = next(g for g in plan["gates"] if g["id"] == "G1")
+    assert g1["state"] == "fail" and live["run_id"] in g1["evidence"], g1
+    assert not plan["ready"] and "cancel_run" in plan["next_step"], plan["next_step"]
 
 
 async def sweep(client: Any, commands: list[str], **args: Any) -> dict[str, Any]:
