@@ -34,7 +34,7 @@ from mcp_server.run.jobs.launch import (
     secret_values,
 )
 from mcp_server.run.jobs.onbox import job_script
-from mcp_server.run.jobs.rundir import new_run_id
+from mcp_server.run.jobs.rundir import Backend, new_run_id
 from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
 
@@ -66,10 +66,29 @@ def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], que
             STATE_FUNCS + scripts.load("job_queue_runner"), facts["workdir"],
             env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
             f"{int(req.min_free_gib * 2**20)} {int(req.min_free_inodes)}", on_exit_text(req)]
-    for _, run_id, command in children:
-        record = make_record(spec, req, facts, run_id, "shell", secret_names, command, queue_id=queue_id)
-        args += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
+    args += cell_files(spec, req, facts, children, "shell", secret_names, queue_id)
     return job_script("job_queue_start", *map(quote, args), libraries=(STATE_FUNCS, scripts.load("job_run_files")))
+
+
+def cell_files(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], children: list[Cell], backend: Backend,
+               secret_names: list[str], queue_id: str) -> list[str]:
+    """Per cell, the start scripts' arguments: run id, run.json, cmd.sh, sync_spec ("" for none)."""
+    out = []
+    for _, run_id, command in children:
+        record = make_record(spec, req, facts, run_id, backend, secret_names, command, queue_id=queue_id)
+        out += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
+    return out
+
+
+def record_cells(ledger: Ledger | None, spec: HostSpec, children: list[Cell], queue_id: str, backend: Backend,
+                 secret_names: list[str], summary: str) -> None:
+    """One `launch` event per cell in the ledger."""
+    if ledger is None:
+        return
+    for _, run_id, cmd in children:
+        ledger.record("launch", host=spec.name, run_id=run_id, summary=summary,
+                      data={"queue_id": queue_id, "command": cmd, "backend": backend,
+                            "secret_env_names": sorted(secret_names), "durable_root": spec.durable_root})
 
 
 def cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]:
@@ -82,16 +101,23 @@ def cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]
     return [(i, new_run_id(f"{name or 'q'}{i}"), cmd) for i, cmd in enumerate(commands, 1) if i >= start_index]
 
 
-async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_concurrent: int,
-                       req: LaunchRequest, *, ledger: Ledger | None, redactor: Redactor,
-                       start_index: int = 1) -> QueueResult:
-    """Queue `commands` from cell `start_index` (from 1) on one box; the first `max_concurrent` start at once."""
+async def prepare_sweep(host: Host, spec: HostSpec, commands: list[str], start_index: int, req: LaunchRequest,
+                        redactor: Redactor, backend: Backend) -> tuple[list[Cell], dict[str, str], dict[str, str], str]:
+    """Before a sweep touches the box: its cells, secrets, the launch facts (disk gate included)
+    and its id (`queue-...` on a box, `array-...` on Slurm)."""
     check_request(req)
     children = cells(commands, start_index, req.name)
     secrets = secret_values(req.secret_env, os.environ, redactor)
     facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
-    choose_backend(req.model_copy(update={"backend": "shell"}), facts, spec)
-    queue_id = "queue-" + new_run_id(req.name)
+    choose_backend(req.model_copy(update={"backend": backend}), facts, spec)
+    return children, secrets, facts, ("array-" if backend == "slurm" else "queue-") + new_run_id(req.name)
+
+
+async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_concurrent: int,
+                       req: LaunchRequest, *, ledger: Ledger | None, redactor: Redactor,
+                       start_index: int = 1) -> QueueResult:
+    """Queue `commands` from cell `start_index` (from 1) on one box; the first `max_concurrent` start at once."""
+    children, secrets, facts, queue_id = await prepare_sweep(host, spec, commands, start_index, req, redactor, "shell")
     queue_dir = f"{facts['base']}/runs/{queue_id}"
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
     res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30)
@@ -99,10 +125,6 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     states = parse_kv(res.text)
     runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200],
                       state=parse_state(states.get(f"state.{rid}", ""))) for i, rid, cmd in children]
-    if ledger is not None:
-        for r, (_, _, cmd) in zip(runs, children, strict=True):
-            ledger.record("launch", host=spec.name, run_id=r.run_id, summary=f"queued in {queue_id}",
-                          data={"queue_id": queue_id, "command": cmd, "backend": "shell",
-                                "secret_env_names": sorted(secrets), "durable_root": spec.durable_root})
+    record_cells(ledger, spec, children, queue_id, "shell", list(secrets), f"queued in {queue_id}")
     return QueueResult(host=spec.name, queue_id=queue_id, queue_dir=queue_dir, max_concurrent=max_concurrent,
                        start_index=start_index, runs=runs)

@@ -7,8 +7,6 @@ than K cells at once (scripts/job_slurm_array_start.sh)."""
 
 from __future__ import annotations
 
-import os
-
 from mcp_server import scripts
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import quote
@@ -20,18 +18,10 @@ from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
 from mcp_server.run.jobs.launch import (
     LaunchRequest,
-    check_request,
-    choose_backend,
-    file_text,
-    make_record,
     on_exit_text,
-    read_facts,
-    record_text,
-    secret_values,
 )
 from mcp_server.run.jobs.onbox import job_script
-from mcp_server.run.jobs.queue import Cell, QueuedRun, QueueResult, cells
-from mcp_server.run.jobs.rundir import new_run_id
+from mcp_server.run.jobs.queue import Cell, QueuedRun, QueueResult, cell_files, prepare_sweep, record_cells
 from mcp_server.run.jobs.status import STATE_FUNCS
 from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
 
@@ -44,9 +34,7 @@ def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], arr
     engine = ENGINES["slurm"]
     args = [array_dir, str(int(max_concurrent)), engine.job_name(array_id) or array_id, facts["workdir"],
             env_script(req.env, spec.profile.proxy_hook), wrapper_text(), on_exit_text(req)]
-    for _, run_id, command in children:
-        record = make_record(spec, req, facts, run_id, "slurm", secret_names, command, queue_id=array_id)
-        args += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
+    args += cell_files(spec, req, facts, children, "slurm", secret_names, array_id)
     libraries = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions(),
                  sbatch_function((spec.slurm or SlurmOptions()).merged(req.slurm)))
     return job_script("job_slurm_array_start", *map(quote, args), libraries=libraries)
@@ -55,12 +43,8 @@ def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], arr
 async def launch_array(host: Host, spec: HostSpec, commands: list[str], max_concurrent: int, req: LaunchRequest, *,
                        ledger: Ledger | None, redactor: Redactor, start_index: int = 1) -> QueueResult:
     """Submit `commands` from cell `start_index` (from 1) as job arrays on a Slurm login node."""
-    check_request(req)
-    children = cells(commands, start_index, req.name)
-    secrets = secret_values(req.secret_env, os.environ, redactor)
-    facts = await read_facts(host, spec, req.model_copy(update={"name": None}))
-    choose_backend(req.model_copy(update={"backend": "slurm"}), facts, spec)
-    array_id = "array-" + new_run_id(req.name)
+    children, secrets, facts, array_id = await prepare_sweep(host, spec, commands, start_index, req, redactor,
+                                                             "slurm")
     array_dir = f"{facts['base']}/runs/{array_id}"
     script = _start_script(spec, req, facts, array_dir, max_concurrent, children, list(secrets))
     res = await host.run(script, stdin=secrets_payload(secrets), timeout=60)
@@ -71,10 +55,6 @@ async def launch_array(host: Host, spec: HostSpec, commands: list[str], max_conc
     states = await ENGINES["slurm"].status(host, [f"{facts['base']}/runs/{rid}" for _, rid, _ in children])
     runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200], state=state)
             for (i, rid, cmd), state in zip(children, states, strict=True)]
-    if ledger is not None:
-        for r, (_, _, cmd) in zip(runs, children, strict=True):
-            ledger.record("launch", host=spec.name, run_id=r.run_id, summary=f"task of Slurm array {array_id}",
-                          data={"queue_id": array_id, "command": cmd, "backend": "slurm",
-                                "secret_env_names": sorted(secrets), "durable_root": spec.durable_root})
+    record_cells(ledger, spec, children, array_id, "slurm", list(secrets), f"task of Slurm array {array_id}")
     return QueueResult(host=spec.name, queue_id=array_id, queue_dir=array_dir, max_concurrent=max_concurrent,
                        start_index=start_index, runs=runs, backend="slurm")
