@@ -17,6 +17,7 @@ EXPECTED = {
     "cancel_run": (False, True, True, True),
     "wait_for_run": (True, False, True, True),
     "plot_run": (False, False, True, True),  # saves curves.png into the run dir by default
+    "reap_vram": (False, True, False, True),  # a token stops exactly the planned processes, once
 }
 
 
@@ -28,7 +29,7 @@ async def test_the_tool_list_and_its_annotations(client) -> None:
         a = tools[name].annotations
         assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (ro, de, idem, ow), name
     destructive = [n for n, t in tools.items() if t.annotations and t.annotations.destructive_hint]
-    assert sorted(destructive) == ["cancel_run", "teardown"]
+    assert sorted(destructive) == ["cancel_run", "reap_vram", "teardown"]
 
 
 async def test_every_tool_has_a_typed_schema_an_output_schema_and_a_model_facing_first_line(client) -> None:

@@ -1,0 +1,49 @@
+"""reap_vram tool adapter: plan without a token, stop exactly the planned holders with one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from mcp_server.run.audit.gpu_checks import ZOMBIE_MIN_AGE_S
+from mcp_server.run.audit.reap import ReapPlan, ReapResult, execute_reap, plan_reap
+from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
+
+
+class ReapOutput(BaseModel):
+    plan: ReapPlan | None = Field(default=None, description="set when called without a token")
+    result: ReapResult | None = Field(default=None, description="set when called with a token")
+
+
+HOST = '"local", an inventory name, an ~/.ssh/config alias or user@host[:port]'
+TOKEN = "omit to get the plan; pass the plan's token to stop exactly the planned processes"
+MIN_AGE = "a holder younger than this may still be starting and is left alone"
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=DESTRUCTIVE)
+    async def reap_vram(
+        ctx: Context,
+        host: Annotated[str, Field(description=HOST)] = "local",
+        token: Annotated[str | None, Field(description=TOKEN)] = None,
+        min_age_s: Annotated[int, Field(description=MIN_AGE, ge=0, le=86_400)] = ZOMBIE_MIN_AGE_S,
+    ) -> ReapOutput:
+        """Free VRAM held by zombie processes (audit_box A8): without a token, the plan; with it, TERM then KILL.
+
+        A candidate holds a /dev/nvidia* node open, is not a compute process nvidia-smi lists nor
+        a child of one, is not part of a run this server launched (cancel_run stops those) and
+        is older than min_age_s. The token names each candidate by pid and start time: confirm
+        refuses when the holders changed, and a pid given to another process meanwhile is never
+        signalled. Holders in another container get "restart that container". Always the
+        user's decision. See references://run-remote/audit-checks#a8.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            box = await app.pool.host(spec)
+            if token is None:
+                return ReapOutput(plan=await plan_reap(box, spec, app.ledger, min_age_s))
+            return ReapOutput(result=await execute_reap(box, spec, app.ledger, token, min_age_s))

@@ -1,0 +1,118 @@
+"""reap_vram against real processes holding a real device node (a character device named like
+an NVIDIA node, /dev/nvidia97, standing in for the GPU: there is none here) on the test box over
+sshd, with the fake nvidia-smi listing the "training" process as its compute process (a
+captured row with that process's pid put in). Plan → confirm: only the zombie is stopped, the
+trainer's child is left alone, a changed holder set refuses the token, a pid whose start time
+differs is never signalled, and a token works once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_server import scripts
+from tests.conftest import error_text, structured
+from tests.support.wait import until_sync
+
+DEVICE = Path("/dev/nvidia97")
+
+
+@pytest.fixture
+def device() -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("creating a device node needs root")
+    DEVICE.unlink(missing_ok=True)
+    subprocess.run(["mknod", str(DEVICE), "c", "1", "3"], check=True)
+    yield DEVICE
+    DEVICE.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def holders(device: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def hold(started: list[subprocess.Popen[bytes]], command: str) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL, start_new_session=True)
+    started.append(p)
+    return p
+
+
+def child_of(pid: int) -> int:
+    found = until_sync(lambda: subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split(),
+                       what=f"a child of {pid}")
+    return int(found[0])
+
+
+@pytest.fixture
+def reap_box(env, box, gpu, tmp_path) -> Path:
+    durable = tmp_path / "durable"
+    durable.mkdir()
+    env.write_inventory({"gpu1": {"destination": "testbox", "profile": "generic-ssh", "durable_root": str(durable)}})
+    gpu("h100x8-training")
+    return box.fakebin / "scenario" / "q_apps"
+
+
+def list_as_compute_process(q_apps: Path, pid: int) -> None:
+    """nvidia-smi's compute-apps rows, the first with `pid` in place of the captured one."""
+    rows = q_apps.read_text().splitlines()
+    q_apps.write_text("\n".join([f"{pid}," + rows[0].split(",", 1)[1], *rows[1:]]) + "\n")
+
+
+async def reap(client, **args) -> dict:
+    return structured(await client.call_tool("reap_vram", {"host": "gpu1", **args}))
+
+
+async def test_only_the_zombie_is_stopped_and_a_token_works_once(reap_box, holders, client) -> None:
+    zombie = hold(holders, f"exec sleep 600 < {DEVICE}")
+    trainer = hold(holders, f"sleep 600 < {DEVICE} & wait")
+    worker = child_of(trainer.pid)
+    list_as_compute_process(reap_box, trainer.pid)
+    time.sleep(0.5)
+
+    young = (await reap(client))["plan"]
+    assert young["candidates"] == [] and young["token"] is None, "a holder under 120 s may still be starting"
+    assert any(h["pid"] == zombie.pid and "younger than 120 s" in h["verdict"] for h in young["left_alone"])
+
+    plan = (await reap(client, min_age_s=0))["plan"]
+    assert [h["pid"] for h in plan["candidates"]] == [zombie.pid] and plan["token"]
+    left = {h["pid"]: h["verdict"] for h in plan["left_alone"]}
+    assert "dataloader worker" in left[worker], left
+    assert plan["other_containers"], "the captured rows' other pids are not processes here: another container's"
+
+    done = (await reap(client, token=plan["token"], min_age_s=0))["result"]
+    assert done["reaped"] == [{"pid": zombie.pid, "outcome": "TERM"}]
+    assert zombie.wait(timeout=10) is not None
+    assert trainer.poll() is None and Path(f"/proc/{worker}").exists(), "the trainer and its worker live on"
+
+    replay = await client.call_tool("reap_vram", {"host": "gpu1", "token": plan["token"], "min_age_s": 0})
+    assert replay.is_error and "already used" in error_text(replay)
+
+
+async def test_a_changed_holder_set_refuses_the_token_and_signals_nothing(reap_box, holders, client) -> None:
+    first = hold(holders, f"exec sleep 600 < {DEVICE}")
+    time.sleep(0.3)
+    plan = (await reap(client, min_age_s=0))["plan"]
+    assert [h["pid"] for h in plan["candidates"]] == [first.pid]
+    second = hold(holders, f"exec sleep 600 < {DEVICE}")
+    time.sleep(0.3)
+    res = await client.call_tool("reap_vram", {"host": "gpu1", "token": plan["token"], "min_age_s": 0})
+    assert res.is_error and "changed since the plan" in error_text(res)
+    assert first.poll() is None and second.poll() is None, "nothing was signalled"
+
+
+def test_a_pid_whose_start_time_differs_is_never_signalled(device: Path, holders) -> None:
+    p = hold(holders, f"exec sleep 600 < {DEVICE}")
+    time.sleep(0.2)
+    out = subprocess.run(["sh", "-c", scripts.command("gpu_reap", "kill", f"{p.pid}:1")], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"reaped={p.pid}\treused" and p.poll() is None
