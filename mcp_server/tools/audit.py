@@ -10,9 +10,11 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.hosts.commands import check_path
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit
-from mcp_server.run.audit.model import ExpectGpu
+from mcp_server.run.audit.model import Check, ExpectGpu
+from mcp_server.run.audit.multibox import cross_checks
 from mcp_server.run.teardown.cost import accrued
 from mcp_server.tools._common import READ_ONLY, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
@@ -35,6 +37,11 @@ CodeDirArg = Annotated[str | None, Field(
     description="project directory on the box: scanned for CRLF scripts and framework pins")]
 ExpectFilesArg = Annotated[dict[str, str] | None, Field(
     description="box path -> sha256 of your local copy: proves the code you changed is deployed")]
+OneJobArg = Annotated[bool, Field(
+    description="with `hosts`: the boxes form one multi-node job; adds A21 (one shared filesystem: a file written on "
+    "the first box must be seen by the others) and A30 (fabric manager vs driver, path MTU, interfaces)")]
+SharedPathArg = Annotated[str | None, Field(
+    description="A21: the directory every box must share (default: each box's durable root)", max_length=4096)]
 PolicyArg = Annotated[Policy | None, Field(
     description="override the inventory's host-key policy for this call (accept-new pins a first-seen key)")]
 
@@ -47,6 +54,8 @@ class AuditOutcome(BaseModel):
 
 class AuditBoxResult(BaseModel):
     outcomes: list[AuditOutcome] = Field(description="one per host, in the order asked")
+    job_checks: list[Check] = Field(default_factory=list,
+                                    description="with one_job: A21 and A30 across the reachable boxes")
 
 
 class _AuditArgs(TypedDict):
@@ -74,13 +83,14 @@ def register(server: MCPServer) -> None:
     async def audit_box(
         ctx: Context, host: HostArg = "local", hosts: HostsArg = None, paths: PathsArg = None,
         expect_gpu: ExpectGpuArg = None, python: PythonArg = None, code_dir: CodeDirArg = None,
-        expect_files: ExpectFilesArg = None, host_key_policy: PolicyArg = None,
+        expect_files: ExpectFilesArg = None, host_key_policy: PolicyArg = None, one_job: OneJobArg = False,
+        shared_path: SharedPathArg = None,
     ) -> AuditBoxResult:
         """Audit a GPU box before paying for a run: GPUs, health, zombie VRAM, disk bytes AND inodes, cgroup memory/CPU, /dev/shm, env identity, survival tier, proxies, tools.
 
         Each check returns PASS/WARN/FAIL/SKIP with the evidence it saw and a route (a
         references:// URI explaining it). Read-only apart from one probe file created and
-        removed in the durable root. One SSH round trip per box; several boxes run
+        removed in the durable root (with one_job, one A21 marker file too). One SSH round trip per box; several boxes run
         concurrently and one unreachable box never hides the others.
         See references://run-remote/audit-checks and profiles://<platform>.
         """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
@@ -97,9 +107,19 @@ def register(server: MCPServer) -> None:
                     await done.finished(name)
 
             rows = await fan_out(app, list(hosts), one)
-            return AuditBoxResult(outcomes=[AuditOutcome(host=n, audit=r, error=e) for n, r, e in rows])
+            outcomes = [AuditOutcome(host=n, audit=r, error=e) for n, r, e in rows]
+            if not one_job:
+                return AuditBoxResult(outcomes=outcomes)
+            with tool_errors(app):
+                if shared_path:
+                    check_path(shared_path, "shared_path")
+                specs = [app.pool.spec(n, host_key_policy) for n, r, _ in rows if r is not None]
+                boxes = [(await app.pool.host(spec), spec) for spec in specs]
+                return AuditBoxResult(outcomes=outcomes, job_checks=await cross_checks(boxes, shared_path))
         with tool_errors(app):
             if not host:
                 raise InputError("give `host` or `hosts`")
+            if one_job:
+                raise InputError("one_job needs `hosts`: the boxes of the job (two or more)")
             result = await _audit_one(app, host, host_key_policy, args)
         return AuditBoxResult(outcomes=[AuditOutcome(host=host, audit=result)])

@@ -1,0 +1,15 @@
+#!/bin/sh
+# A21, one step on one box: is a directory one filesystem across the boxes of a job?
+# $1 write | read | remove  $2 directory  $3 marker file name  $4 (write, read) the marker's content
+# write: create the marker (never overwriting) and print its device; read: print "seen" when the
+# marker holds the content, else "absent" or "different"; remove: delete it.
+mode=$1 dir=$2 name=$3 content=${4:-}
+f="$dir/$name"
+case "$mode" in
+  write) [ -d "$dir" ] || { echo "nodir"; exit 0; }
+         ( set -C; printf '%s\n' "$content" > "$f" ) 2>/dev/null || { echo "unwritable"; exit 0; }
+         printf 'written %s\n' "$(stat -f -c %T -- "$dir" 2>/dev/null)";;
+  read) if [ ! -e "$f" ]; then echo absent; elif [ "$(cat -- "$f" 2>/dev/null)" = "$content" ]; then echo seen
+        else echo different; fi;;
+  remove) rm -f -- "$f";;
+esac
