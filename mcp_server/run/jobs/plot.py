@@ -36,7 +36,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _panel(ax: Any, key: str, runs: list[tuple[str, Points]]) -> None:
+def _panel(ax: Any, key: str, runs: list[tuple[str, Points]], xlabel: str = "step") -> None:
     positive = True
     for label, pts in runs:
         pts = downsample(pts)
@@ -52,14 +52,14 @@ def _panel(ax: Any, key: str, runs: list[tuple[str, Points]]) -> None:
     if positive and ys and max(ys) / max(min(ys), 1e-300) > 100:
         ax.set_yscale("log")
     ax.set_title(key, fontsize=10)
-    ax.set_xlabel("step", fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, alpha=0.3)
     if len(runs) > 1:
         ax.legend(fontsize=7, loc="best")
 
 
-def render(panels: dict[str, list[tuple[str, Points]]], title: str) -> bytes:
+def render(panels: dict[str, list[tuple[str, Points]]], title: str, xlabel: str = "step") -> bytes:
     """PNG bytes, 800x450 px: one panel per key (at most 4), each run a line with its label."""
     plt = _pyplot()
     keys = list(panels)[:4]
@@ -69,7 +69,7 @@ def render(panels: dict[str, list[tuple[str, Points]]], title: str) -> bytes:
     try:
         for i, ax in enumerate(axes.flat):
             if i < len(keys):
-                _panel(ax, keys[i], panels[keys[i]])
+                _panel(ax, keys[i], panels[keys[i]], xlabel)
             else:
                 ax.set_visible(False)
         fig.suptitle(title[:120], fontsize=10)

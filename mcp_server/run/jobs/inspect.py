@@ -1,0 +1,209 @@
+"""inspect_run: how a live run is using the box right now. One round trip samples on the box
+once a second for a bounded window (scripts/job_inspect.sh): the run's process tree (CPU, RSS),
+its cgroup's memory against the limit, free bytes and inodes where it writes, and every GPU.
+The verdicts say what the numbers mean, each with the reference to read: data-bound, spare
+VRAM on a metered GPU, near the memory wall, host RAM creeping up, a disk that fills before long."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from mcp_server import scripts
+from mcp_server.errors import InputError
+from mcp_server.hosts.base import Host, parse_kv
+from mcp_server.hosts.commands import path_word, quote
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.knowledge import reference_uri
+from mcp_server.run.jobs.rundir import read_run_record, run_dir_path
+
+DEFAULT_WINDOW_S = 20
+MAX_WINDOW_S = 30
+GPU_IDLE_PCT = 50.0       # below this mean utilisation with the CPUs saturated: data-bound
+CPU_SATURATED = 0.8       # the run's processes use this share of the CPUs it may use
+BOX_BUSY_PCT = 90.0       # or the whole box is this busy
+SPARE_VRAM = 0.6          # a metered GPU whose VRAM stays below this share has room for a bigger batch
+MEMORY_WALL = 0.9         # the run's memory at this share of its limit: one spike from an OOM kill
+CREEP_MIB_PER_MIN = 50.0  # RSS growing this fast, steadily, over the window: a leak until shown otherwise
+DISK_ETA_H = 6.0          # free bytes or inodes running out sooner than this
+
+
+class Sample(BaseModel):
+    t: float = Field(description="seconds since the first sample")
+    cpu_pct: float | None = Field(description="the run's processes, % of one CPU, since the previous sample")
+    box_cpu_pct: float | None = Field(default=None, description="the whole box, % of all its CPUs busy")
+    rss_mib: float
+    procs: int
+    cgroup_mib: float | None
+    avail_gib: float | None
+    inodes_free: int | None
+    gpu_util_pct: float | None = Field(description="mean over the GPUs")
+    gpu_mem_util_pct: float | None
+    vram_used_mib: float | None = Field(description="summed over the GPUs")
+    vram_total_mib: float | None
+    power_w: float | None
+
+
+class Verdict(BaseModel):
+    kind: str = Field(description="data_bound | spare_vram | memory_wall | ram_creep | disk_filling | healthy")
+    severity: str = Field(description="WARN or INFO")
+    evidence: str
+    route: str
+
+
+class InspectResult(BaseModel):
+    host: str
+    run_id: str
+    live: bool
+    window_s: int
+    samples: list[Sample]
+    cpus_allowed: float
+    memory_limit_mib: float | None = Field(description="the cgroup's limit, else the box's RAM")
+    verdicts: list[Verdict]
+
+
+def _num(v: str | None) -> float | None:
+    try:
+        return float(v) if v not in (None, "", "-", "[N/A]", "N/A", "max") else None
+    except ValueError:
+        return None
+
+
+def _cpus(facts: dict[str, str]) -> float:
+    quota, _, period = facts.get("cpu_max", "").partition(" ")
+    ncpu = _num(facts.get("ncpu")) or 1.0
+    q, p = _num(quota), _num(period)
+    return min(ncpu, q / p) if q and p else ncpu
+
+
+def _gpu(rows: list[list[str]]) -> tuple[float | None, ...]:
+    if not rows:
+        return (None,) * 5
+    cols = [[_num(r[i]) for r in rows] for i in range(2, 7)]
+
+    def mean(v: list[float | None]) -> float | None:
+        xs = [x for x in v if x is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    def total(v: list[float | None]) -> float | None:
+        xs = [x for x in v if x is not None]
+        return sum(xs) if xs else None
+    return mean(cols[0]), mean(cols[1]), total(cols[2]), total(cols[3]), total(cols[4])
+
+
+def parse_samples(text: str) -> tuple[dict[str, str], list[Sample]]:
+    """The sampler's output: its facts and one Sample per second (CPU % from tick deltas)."""
+    facts = parse_kv("\n".join(ln for ln in text.splitlines() if not ln.startswith(("s=", "g="))))
+    tck, page = _num(facts.get("tck")) or 100.0, _num(facts.get("page_kb")) or 4.0
+    gpus: dict[str, list[list[str]]] = {}
+    for line in text.splitlines():
+        if line.startswith("g="):
+            row = [c.strip() for c in line[2:].split(",")]
+            if len(row) == 7:
+                gpus.setdefault(row[0], []).append(row)
+    out: list[Sample] = []
+    prev: tuple[float, float] | None = None
+    prev_box: tuple[float, float] | None = None
+    t0 = None
+    for line in text.splitlines():
+        if not line.startswith("s="):
+            continue
+        kv = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        t, ticks = float(kv["s"]), float(kv.get("ticks", 0))
+        t0 = t if t0 is None else t0
+        cpu = 100.0 * (ticks - prev[1]) / tck / max(t - prev[0], 1e-3) if prev else None
+        prev = (t, ticks)
+        busy, every = float(kv.get("boxbusy", 0)), float(kv.get("boxall", 0))
+        box = 100.0 * (busy - prev_box[0]) / max(every - prev_box[1], 1.0) if prev_box else None
+        prev_box = (busy, every)
+        cg, avail, iavail = _num(kv.get("cg")), _num(kv.get("avail")), _num(kv.get("iavail"))
+        util, mem_util, used, total, power = _gpu(gpus.get(kv["s"], []))
+        out.append(Sample(t=round(t - t0, 2), cpu_pct=None if cpu is None else round(cpu, 1),
+                          box_cpu_pct=None if box is None else round(box, 1),
+                          rss_mib=round(float(kv.get("rss_pages", 0)) * page / 1024, 1),
+                          procs=int(kv.get("procs", 0)), cgroup_mib=None if cg is None else round(cg / 2**20, 1),
+                          avail_gib=None if avail is None else round(avail / 2**20, 3),
+                          inodes_free=None if iavail is None else int(iavail), gpu_util_pct=util,
+                          gpu_mem_util_pct=mem_util, vram_used_mib=used, vram_total_mib=total, power_w=power))
+    return facts, out
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _route(page: str, anchor: str | None = None) -> str:
+    return reference_uri(page, anchor)
+
+
+def judge(samples: list[Sample], cpus: float, limit_mib: float | None, billed: bool) -> list[Verdict]:
+    """What the window's numbers mean for the run."""
+    out: list[Verdict] = []
+    cpu, util = _mean([s.cpu_pct for s in samples]), _mean([s.gpu_util_pct for s in samples])
+    box = _mean([s.box_cpu_pct for s in samples])
+    # The CPUs are saturated when the run uses nearly all it may, or the whole box is busy (the run
+    # cannot get more even if it asked).
+    saturated = cpu is not None and (cpu >= CPU_SATURATED * cpus * 100 or (box or 0) >= BOX_BUSY_PCT)
+    if util is not None and cpu is not None and util < GPU_IDLE_PCT and saturated:
+        out.append(Verdict(kind="data_bound", severity="WARN", route=_route("training/throughput-profiling"),
+                           evidence=f"GPUs {util:.0f} % busy while the run's processes use {cpu:.0f} % CPU of "
+                                    f"{cpus:g} CPU(s) (the box {box or 0:.0f} % busy): the input pipeline is the "
+                                    "bottleneck (more workers, faster decoding, data on local disk)"))
+    shares = [s.vram_used_mib / s.vram_total_mib for s in samples if s.vram_used_mib and s.vram_total_mib]
+    if billed and shares and max(shares) < SPARE_VRAM:
+        out.append(Verdict(kind="spare_vram", severity="WARN", route=_route("training/throughput-profiling"),
+                           evidence=f"VRAM at most {max(shares):.0%} used on a metered GPU: unspent speed (a larger "
+                                    "batch, fewer gradient-checkpointed layers)"))
+    used = [max(s.cgroup_mib or 0.0, s.rss_mib) for s in samples]
+    if limit_mib and used and max(used) >= MEMORY_WALL * limit_mib:
+        out.append(Verdict(kind="memory_wall", severity="WARN", route=_route("training/oom-memory"),
+                           evidence=f"{max(used):.0f} MiB of a {limit_mib:.0f} MiB limit: one spike from an "
+                                    "OOM kill (fewer workers, smaller prefetch, pin_memory off)"))
+    if len(samples) >= 5:
+        span_min = (samples[-1].t - samples[0].t) / 60
+        rise = samples[-1].rss_mib - samples[0].rss_mib
+        steady = sum(1 for a, b in zip(samples, samples[1:], strict=False) if b.rss_mib >= a.rss_mib)
+        if span_min > 0 and rise / span_min >= CREEP_MIB_PER_MIN and steady >= 0.8 * (len(samples) - 1):
+            out.append(Verdict(kind="ram_creep", severity="WARN", route=_route("training/oom-memory"),
+                               evidence=f"RSS rose {rise:.0f} MiB in {span_min * 60:.0f} s ({rise / span_min:.0f} "
+                                        "MiB/min) and never fell: a leak (lists of tensors kept, a growing cache) "
+                                        "until shown otherwise; inspect again later to confirm"))
+        for name, first, last, unit in (("bytes", samples[0].avail_gib, samples[-1].avail_gib, "GiB"),
+                                        ("inodes", samples[0].inodes_free, samples[-1].inodes_free, "inodes")):
+            if first is not None and last is not None and last < first and span_min > 0:
+                eta_h = last / ((first - last) / span_min) / 60
+                if eta_h < DISK_ETA_H:
+                    out.append(Verdict(kind="disk_filling", severity="WARN", route=_route("run-remote/gotchas", "u6"),
+                                       evidence=f"free {name} fall by {(first - last) / span_min:.3g} {unit}/min: "
+                                                f"gone in about {eta_h:.1f} h at this rate (prune checkpoints, "
+                                                "write fewer files)"))
+    if not out:
+        out.append(Verdict(kind="healthy", severity="INFO", route=_route("run-remote/monitoring"),
+                           evidence=f"CPU {cpu or 0:.0f} %, GPU {'-' if util is None else f'{util:.0f} %'}, RSS "
+                                    f"{samples[-1].rss_mib if samples else 0:.0f} MiB: nothing to act on"))
+    return out
+
+
+async def sample_run(host: Host, spec: HostSpec, run_id: str, window_s: int = DEFAULT_WINDOW_S) -> InspectResult:
+    """Sample a live run for window_s seconds and say what the numbers mean."""
+    record = await read_run_record(host, spec.durable_root, run_id)
+    if record.backend == "slurm":
+        raise InputError("a Slurm run runs on a compute node, which this server does not sample", host=spec.name,
+                         observed=run_id, next_step="on the login node: sstat -j <job id>.batch (CPU, RSS) and "
+                         "tail_logs; the job id is in the run dir's slurm_job_id")
+    run_dir = run_dir_path(spec.durable_root, run_id)
+    root = record.outputs.root if record.outputs else record.workdir
+    script = scripts.command_words("job_inspect", path_word(run_dir, "run dir"), quote(str(int(window_s))),
+                                   path_word(root, "output root"))
+    res = await host.run(script, timeout=window_s + 15)
+    res.check("sampling the run")
+    facts, samples = parse_samples(res.text)
+    if facts.get("live") != "1":
+        raise InputError("the run is not live on this box: nothing to sample", host=spec.name, observed=run_id,
+                         next_step="tail_logs says how it ended; inspect_run looks at running jobs")
+    cpus = _cpus(facts)
+    limit = _num(facts.get("mem_max"))
+    limit_mib = limit / 2**20 if limit else ((_num(facts.get("mem_total_kb")) or 0) / 1024 or None)
+    return InspectResult(host=spec.name, run_id=run_id, live=True, window_s=window_s, samples=samples,
+                         cpus_allowed=round(cpus, 2), memory_limit_mib=limit_mib,
+                         verdicts=judge(samples, cpus, limit_mib, spec.profile.billed))
