@@ -18,6 +18,8 @@ EXPECTED = {
     "wait_for_run": (True, False, True, True),
     "plot_run": (False, False, True, True),  # saves curves.png into the run dir by default
     "reap_vram": (False, True, False, True),  # a token stops exactly the planned processes, once
+    "inspect_run": (True, False, True, True),
+    "prepare_box": (False, False, True, True),  # writes only the planned files, once per token
 }
 
 

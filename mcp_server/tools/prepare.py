@@ -1,0 +1,44 @@
+"""prepare_box tool adapter: plan (diffs) without a token, apply exactly that plan with one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from mcp_server.run.audit.prepare import PreparePlan, PrepareResult, apply_prepare, plan_prepare
+from mcp_server.tools._common import LAUNCH, app_of, tool_errors
+
+
+class PrepareOutput(BaseModel):
+    plan: PreparePlan | None = Field(default=None, description="set when called without a token")
+    result: PrepareResult | None = Field(default=None, description="set when called with a token")
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=LAUNCH)
+    async def prepare_box(
+        ctx: Context,
+        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
+                                   "user@host[:port]")] = "local",
+        token: Annotated[str | None, Field(description="omit for the plan; pass its token to apply exactly it")] = None,
+    ) -> PrepareOutput:
+        """Prepare a fresh box from its profile: caches on the durable tier, mirrors, no_proxy, tmux (plan, confirm).
+
+        Without a token: the changes as diffs (nothing is written). The box env file
+        <durable_root>/.rgt/box.env, which every launch sources: HF/pip/torch caches on the
+        durable tier; behind the GFW HF_ENDPOINT=hf-mirror with HF_HUB_DISABLE_XET=1; no_proxy
+        exemptions only when a proxy is set. A pip mirror only where the profile needs one and
+        pip has no index; tmux when missing (root + apt). With the token: applies exactly those,
+        atomically; refuses when the box changed since the plan; a second plan is empty.
+        See references://run-remote/audit-checks#a22.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            box = await app.pool.host(spec)
+            if token is None:
+                return PrepareOutput(plan=await plan_prepare(box, spec, app.ledger))
+            return PrepareOutput(result=await apply_prepare(box, spec, app.ledger, token))
