@@ -23,6 +23,11 @@ def rental(env, box, tmp_path) -> Path:
     return durable
 
 
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its size and mtime."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
 async def prepare(client, **args) -> dict:
     return structured(await client.call_tool("prepare_box", {"host": "rent", **args}))
 
@@ -46,7 +51,10 @@ async def test_plan_confirm_then_nothing_to_do_and_launches_see_it(rental, box, 
         assert any("already has an index" in a for a in plan["advice"])
     else:
         assert f"{box.home}/.config/pip/pip.conf" in targets
+    before = tree(rental) | tree(box.home)
     done = (await prepare(client, token=plan["token"]))["result"]
+    changed = {p for p, stamp in (tree(rental) | tree(box.home)).items() if before.get(p) != stamp}
+    assert changed <= set(targets), f"only the listed files change: {sorted(changed - set(targets))}"
     assert "box.env" in done["applied"] and done["failed"] == []
     assert "export HF_ENDPOINT=https://hf-mirror.com" in box_env_file.read_text()
 
