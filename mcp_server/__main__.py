@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from mcp_server import __version__
+from mcp_server import __version__, statedir
 from mcp_server.errors import RgtError
 from mcp_server.facts import DEFAULT_MONTHS
 from mcp_server.server import build_server
@@ -24,7 +24,8 @@ environment:
   RGT_SSH_CONFIG   OpenSSH client config to honour; default ~/.ssh/config ("none" to ignore)
   RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_LOG_LEVEL,
   RGT_TEARDOWN_CONFIRM_S (how long teardown polls the platform for the meter to stop; default 20),
-  RGT_HTTP_TIMEOUT (seconds per request to a platform's API; default 15)
+  RGT_HTTP_TIMEOUT (seconds per request to a platform's API; default 15),
+  RGT_HTTP_TOKEN (the bearer token HTTP clients must send; default: generated into RGT_HOME/http-token)
 
 examples:
   remote-gpu-trainer-mcp                      serve over stdio (what MCP clients run)
@@ -49,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                         help="stdio (default) or streamable HTTP on 127.0.0.1")
         sp.add_argument("--port", type=int, default=8765, help="HTTP port (with --transport http)")
+        sp.add_argument("--host", default="127.0.0.1",
+                        help="HTTP bind address (default 127.0.0.1); another needs --allow-remote")
+        sp.add_argument("--allow-remote", action="store_true",
+                        help="allow binding HTTP to a non-loopback address (clients still need the token)")
 
     serve_args(p)
     serve_args(sub.add_parser("serve", help="serve over stdio or HTTP (the default command)",
@@ -150,11 +155,36 @@ def main(argv: list[str] | None = None) -> int:
         return _stale(args.months)
     if args.command == "demo":
         return _demo(args.dir)
-    server = build_server()
     if args.transport == "http":
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
-    else:
-        server.run("stdio")
+        return _serve_http(args.host, args.port, args.allow_remote)
+    build_server().run("stdio")
+    return 0
+
+
+def _serve_http(host: str, port: int, allow_remote: bool) -> int:
+    """Streamable HTTP: every request needs the bearer token; a non-loopback address only on request."""
+    import ipaddress
+
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not allow_remote:
+        print(f"refusing to serve HTTP on {host}: it is not a loopback address, and anyone who reaches it could "
+              "launch or tear down through your SSH keys. Pass --allow-remote to do it anyway (the bearer token "
+              "is still required), or use 127.0.0.1 with an SSH tunnel.", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    try:
+        token, created = statedir.http_token(settings.home, settings.http_token)
+    except ValueError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    if created:
+        print(f"remote-gpu-trainer: HTTP clients must send 'Authorization: Bearer {token}' (saved, 0600, in "
+              f"{settings.home / 'http-token'}; shown this once)", file=sys.stderr)
+    url = f"http://{'127.0.0.1' if loopback else host}:{port}/mcp"
+    build_server(settings, http_token=token, http_url=url).run("streamable-http", host=host, port=port)
     return 0
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from mcp_server import __version__
@@ -25,7 +28,23 @@ finding routes you to. Destructive actions (teardown) are two-phase: plan, then 
 token the plan returned."""
 
 
-def build_server(settings: Settings | None = None) -> MCPServer[App]:
+class StaticToken:
+    """The HTTP transport's bearer token check (the SDK's TokenVerifier): one token, compared in
+    constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not hmac.compare_digest(token.encode(), self._token.encode()):
+            return None
+        return AccessToken(token="bearer", client_id="remote-gpu-trainer-http", scopes=[])
+
+
+def build_server(settings: Settings | None = None, *, http_token: str | None = None,
+                 http_url: str | None = None) -> MCPServer[App]:
+    """The server; with `http_token` (and the URL it serves at) every HTTP request must carry
+    `Authorization: Bearer <token>`."""
     settings = settings or Settings.from_env()
 
     bus = InMemorySubscriptionBus()
@@ -49,6 +68,8 @@ def build_server(settings: Settings | None = None) -> MCPServer[App]:
         lifespan=lifespan,
         log_level=settings.log_level,
         subscriptions=bus,
+        token_verifier=StaticToken(http_token) if http_token else None,
+        auth=AuthSettings(issuer_url=http_url, resource_server_url=http_url) if http_token and http_url else None,
     )
     register_all(server)
     server.middleware.append(watch_subscriptions)

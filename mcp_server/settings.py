@@ -66,6 +66,8 @@ class Settings(BaseModel):
     teardown_confirm_s: float = TEARDOWN_CONFIRM_S
     http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
     watch_interval_s: float = Field(default=WATCH_INTERVAL_S, description="base poll interval for subscribed runs")
+    http_token: str | None = Field(default=None, repr=False,
+                                   description="RGT_HTTP_TOKEN: the bearer token HTTP clients send (else generated)")
     slurm_poll_s: float = Field(default=SLURM_POLL_S,
                                 description="least seconds between two squeue/sacct queries of one Slurm cluster")
     pull_roots: tuple[Path, ...] = Field(default=(), description="local folders verify_artifacts may pull into, "
@@ -108,5 +110,6 @@ class Settings(BaseModel):
             http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
             watch_interval_s=_float_env(env, "RGT_WATCH_INTERVAL", WATCH_INTERVAL_S, 0.2, 3600),
             slurm_poll_s=_float_env(env, "RGT_SLURM_POLL", SLURM_POLL_S, 0, 3600),
+            http_token=env.get("RGT_HTTP_TOKEN") or None,
             pull_roots=tuple(Path(p).expanduser() for p in env.get("RGT_PULL_ROOTS", "").split(os.pathsep) if p),
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,3 +42,25 @@ def create_private(path: Path) -> None:
     """Create an empty file readable by its owner only, unless it exists."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+
+
+def http_token(home: Path, given: str | None) -> tuple[str, bool]:
+    """The bearer token HTTP clients must send: `given` (RGT_HTTP_TOKEN) when set, else the one in
+    `home`/http-token (0600), created with 256 random bits on first use. Returns (token, created)."""
+    if given:
+        return given, False
+    secure_state(home, [])
+    path = home / "http-token"
+    _tighten(path, FILE_MODE)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        token = path.read_text(encoding="utf-8").strip()
+        if len(token) < 32:
+            raise ValueError(f"{path} holds no usable token (under 32 characters): delete it to get a new one") \
+                from None
+        return token, False
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token, True
