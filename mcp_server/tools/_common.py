@@ -37,6 +37,9 @@ def _preset(*, read_only: bool, destructive: bool, idempotent: bool, open_world:
 READ_ONLY = _preset(read_only=True, destructive=False, idempotent=True, open_world=True)
 READ_ONLY_LOCAL = _preset(read_only=True, destructive=False, idempotent=True, open_world=False)
 LAUNCH = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
+# Starts work on each call: two identical unnamed launches start two jobs (a named one returns the
+# live run instead, but the annotation must hold for every call).
+STARTS_WORK = _preset(read_only=False, destructive=False, idempotent=False, open_world=True)
 WRITES_LOCAL = _preset(read_only=False, destructive=False, idempotent=True, open_world=True)
 DESTRUCTIVE = _preset(read_only=False, destructive=True, idempotent=False, open_world=True)
 DESTRUCTIVE_IDEMPOTENT = _preset(read_only=False, destructive=True, idempotent=True, open_world=True)

@@ -22,7 +22,7 @@ from mcp_server.run.jobs.rundir import RunStatus
 from mcp_server.run.jobs.runscan import DEFAULT_LIMIT, MAX_LIMIT, RunFilter, parse_since
 from mcp_server.run.jobs.slurm_array import launch_array
 from mcp_server.settings import OUTPUT_CAP_BYTES
-from mcp_server.tools._common import LAUNCH, READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.tools._common import LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
 HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
@@ -161,7 +161,7 @@ async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str
 
 
 def _register_launch_detached(server: MCPServer) -> None:
-    @server.tool(annotations=LAUNCH)
+    @server.tool(annotations=STARTS_WORK)
     async def launch_detached(
         ctx: Context, command: CommandArg = None, host: HostArg = "local", hosts: HostsArg = None,
         commands: CommandsArg = None, max_concurrent: MaxConcurrentArg = 1, name: NameArg = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 EXPECTED = {
     # name: (read_only, destructive, idempotent, open_world)
     "audit_box": (True, False, True, True),
-    "launch_detached": (False, False, True, True),
+    "launch_detached": (False, False, False, True),  # two identical unnamed calls start two jobs
     "tail_logs": (True, False, True, True),
     "list_runs": (True, False, True, True),
     "verify_artifacts": (False, False, True, True),
