@@ -26,7 +26,7 @@ def is_array_id(run_id: str) -> bool:
 
 
 async def _cells(host: Host, array_dir: str) -> list[str]:
-    res = await host.run(f"cat -- {path_word(array_dir, 'array dir')}/chunk-* 2>/dev/null; true", timeout=20)
+    res = await host.run(scripts.command_words("job_slurm_array_cells", path_word(array_dir, "array dir")), timeout=20)
     res.check("listing the sweep's cells")
     return [line for line in res.text.splitlines() if line.startswith("/")]
 
