@@ -38,6 +38,9 @@ on_exit() { [ -f "$d/on_exit.sh" ] || return 0
 # The log may hold what the job prints about its data and paths: owner and group only.
 : >> "$d/log" && chmod 640 "$d/log" 2>/dev/null
 printf '# rgt: run %s started %s on %s (command in cmd.sh)\n' "${d##*/}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" >> "$d/log"
+# The box's own settings from prepare_box (caches on the durable tier, mirrors), then the run's.
+# shellcheck source=/dev/null
+if [ -f "$d/../../box.env" ]; then . "$d/../../box.env" >> "$d/log" 2>&1; fi
 # shellcheck source=/dev/null
 . "$d/env.sh" >> "$d/log" 2>&1 || { echo "# rgt: env.sh failed" >> "$d/log"; finish 97; exit 97; }
 # The workdir is read where it is used: env.sh may export any name, and the job keeps its values.

@@ -23,9 +23,7 @@ def wrapper_text() -> str:
 
 def env_script(env: dict[str, str], proxy_hook: str | None) -> str:
     """env.sh: unbuffered output by default, the profile's proxy hook, the user's variables."""
-    lines = ["# written at launch", "export PYTHONUNBUFFERED=1",
-             # the box's own settings from prepare_box (caches, mirrors); the wrapper defines $d
-             'if [ -f "$d/../../box.env" ]; then . "$d/../../box.env"; fi']
+    lines = ["# written at launch", "export PYTHONUNBUFFERED=1"]
     if proxy_hook:
         lines.append(proxy_hook)  # trusted profile data, never derived from the box
     if env:
