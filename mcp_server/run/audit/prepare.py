@@ -137,7 +137,7 @@ async def plan_prepare(host: Host, spec: HostSpec, ledger: Ledger) -> PreparePla
 
 async def apply_prepare(host: Host, spec: HostSpec, ledger: Ledger, token: str) -> PrepareResult:
     """Apply the planned changes if, and only if, the box is still as it was planned."""
-    rec = check_token(ledger, token, spec, ACTION)
+    rec = check_token(ledger, token, spec, ACTION, tool="prepare_box")
     p = await _read(host, spec)
     if _hash(spec, p) != rec.plan_hash:
         raise GateRefused("the box changed since the plan: nothing was written", host=spec.name,

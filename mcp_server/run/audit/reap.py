@@ -129,7 +129,7 @@ async def plan_reap(host: Host, spec: HostSpec, ledger: Ledger, min_age_s: int =
 async def execute_reap(host: Host, spec: HostSpec, ledger: Ledger, token: str,
                        min_age_s: int = ZOMBIE_MIN_AGE_S) -> ReapResult:
     """Stop the planned holders if, and only if, the holders are still exactly the planned ones."""
-    rec = check_token(ledger, token, spec, ACTION)
+    rec = check_token(ledger, token, spec, ACTION, tool="reap_vram")
     boot, candidates, _, _ = await _read(host, min_age_s)
     if _hash(boot, candidates) != rec.plan_hash:
         raise GateRefused("the GPU holders changed since the plan (a process ended or started, or a pid was "

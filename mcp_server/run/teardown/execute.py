@@ -45,11 +45,13 @@ async def execute(host: Host, spec: HostSpec, action: str, token: str, *, ledger
     return result
 
 
-def check_token(ledger: Ledger, token: str, spec: HostSpec, action: str) -> TokenRecord:
+def check_token(ledger: Ledger, token: str, spec: HostSpec, action: str, tool: str = "teardown") -> TokenRecord:
+    """The token's record when it is this host's and action's, unused and fresh (shared by every
+    plan → confirm tool: teardown, reap_vram, prepare_box)."""
     rec = ledger.token(token)
     if rec is None:
-        raise GateRefused("unknown token: it did not come from a teardown plan", host=spec.name,
-                          next_step="call teardown without a token to get a plan and its token")
+        raise GateRefused(f"unknown token: it did not come from a {tool} plan", host=spec.name,
+                          next_step=f"call {tool} without a token to get a plan and its token")
     if rec.host != spec.name or rec.action != action:
         raise GateRefused("the token belongs to another plan", host=spec.name,
                           observed=f"plan for {rec.host} / {rec.action}", expected=f"{spec.name} / {action}",

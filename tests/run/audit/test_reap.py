@@ -116,3 +116,8 @@ def test_a_pid_whose_start_time_differs_is_never_signalled(device: Path, holders
     out = subprocess.run(["sh", "-c", scripts.command("gpu_reap", "kill", f"{p.pid}:1")], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == f"reaped={p.pid}\treused" and p.poll() is None
+
+
+async def test_a_token_from_nowhere_is_refused_naming_this_tool(reap_box, client) -> None:
+    res = await client.call_tool("reap_vram", {"host": "gpu1", "token": "0" * 32})
+    assert res.is_error and "did not come from a reap_vram plan" in error_text(res)
