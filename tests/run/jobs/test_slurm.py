@@ -181,7 +181,12 @@ async def test_a_job_is_warned_before_its_time_limit_then_reads_failed_with_time
     command = "trap 'echo got USR1, checkpointing' USR1; echo start; while :; do sleep 1; done"
     run = await submit(client, command, slurm={"time": "1", "warn_s": 40})
     assert "--signal=B:URG@40" in (Path(run["run_dir"]) / "sbatch_args").read_text().split()
-    done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
+    await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=150)
+
+    async def slurms_final_word() -> dict[str, Any] | None:  # COMPLETING first: the cause comes with the end
+        s = await state(client, run["run_id"])
+        return None if "COMPLETING" in " ".join(s["evidence"]) else s
+    done = await until(slurms_final_word, timeout=60, interval=0.5, what="Slurm's final state of the job")
     assert done["status"] == "failed" and "TIMEOUT" in " ".join(done["evidence"]), done
     assert "time limit" in " ".join(done["evidence"])
     log = (Path(run["run_dir"]) / "log").read_text()

@@ -79,3 +79,8 @@ def test_a_job_slurm_forgot_with_no_exit_file_is_lost_and_says_who_was_asked() -
     assert s.status == "lost" and "squeue, accounting, the job completion log and scontrol" in evidence(s)
     never = slurm_state(line(RUNNING_OWN, "", source="", job=""))
     assert never.status == "lost" and "never happened" in evidence(never)
+
+
+def test_an_ended_command_while_slurm_is_still_completing_says_the_cause_follows() -> None:
+    s = slurm_state(line("exited|143|1700000100|120|1700000000", "COMPLETING|None|", source="squeue"))
+    assert s.status == "failed" and s.exit_code == 143 and "final state" in evidence(s)

@@ -67,8 +67,9 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
                 ] if state in ("PREEMPTED", "REQUEUED") else []
         return RunState(status="queued", evidence=[told, *note], **common)
     if state in RUNNING:
-        if ended:  # the command is done; Slurm is still cleaning up the job (COMPLETING)
-            return own.model_copy(update={"evidence": [*own.evidence, told]})
+        if ended:  # the command is done; Slurm is still ending the job (COMPLETING)
+            return own.model_copy(update={"evidence": [*own.evidence, told, "Slurm is still ending the job: its "
+                                                       "final state (e.g. TIMEOUT, OUT_OF_MEMORY) follows"]})
         return RunState(status="running", evidence=[told], **common)
     if state in WHY and own.status != "cancelled":
         code = own.exit_code if own.exit_code is not None else _code(exit_code)
