@@ -8,7 +8,8 @@
 # punish frequent polling)  $2... run dirs.
 # One line per run dir, fields separated by <US>:
 #   run-dir state line ("|"-separated), job id, 1 when --requeue was asked (the run dir's
-#   `requeue` file), the source that answered (squeue, sacct, jobcomp, scontrol or ""),
+#   `requeue` file; 2 when, besides, the last attempt was stopped by a signal: Slurm may run the
+#   job again, so that end is not the run's), the source that answered (squeue, sacct, jobcomp, scontrol or ""),
 #   "STATE|REASON|EXITCODE" as it said them, 1 when the job has started (the wrapper's pid file)
 # Job ids are only ever digits (array tasks: 12_3), never shell text. Needs job_state.sh.
 ask=$1
@@ -26,7 +27,8 @@ for d in "$@"; do
   [ -n "$id" ] && ids="$ids${ids:+,}$id"
   own=""
   if [ -f "$d/exit_code" ] || [ -f "$d/cancelled" ]; then own=$(rgt_state "$d" | tr '\t' '|'); fi
-  rq=0; [ -f "$d/requeue" ] && rq=1
+  rq=0
+  if [ -f "$d/requeue" ]; then rq=1; [ -f "$d/signalled" ] && rq=2; fi
   go=0; [ -f "$d/pid" ] && go=1
   runs="$runs$d$TAB$id$TAB${raw:-$id}$TAB$rq$TAB$own$TAB$go$NL"
 done

@@ -84,3 +84,25 @@ def test_a_job_slurm_forgot_with_no_exit_file_is_lost_and_says_who_was_asked() -
 def test_an_ended_command_while_slurm_is_still_completing_says_the_cause_follows() -> None:
     s = slurm_state(line("exited|143|1700000100|120|1700000000", "COMPLETING|None|", source="squeue"))
     assert s.status == "failed" and s.exit_code == 143 and "final state" in evidence(s)
+
+
+KILLED_ATTEMPT = "exited|143|1700000100|120|1700000000"  # the wrapper recorded a TERM's 143
+
+
+def test_a_requeued_job_slurm_runs_again_is_running_before_its_batch_script_clears_the_old_end() -> None:
+    # The moment between Slurm starting the job again and the batch script removing the killed
+    # attempt's exit file (the race a clean-clone CI run hit): the run is not failed.
+    again = slurm_state(line(KILLED_ATTEMPT, "RUNNING|None|", source="squeue", requeue="2"))
+    assert again.status == "running" and "runs the job again" in evidence(again)
+    own_end = slurm_state(line("exited|0|1700000100|120|1700000000", "RUNNING|None|", source="squeue", requeue="1"))
+    assert own_end.status == "succeeded", "an attempt that ended on its own is the run's end (its batch shell ends)"
+
+
+def test_an_old_slurm_answer_never_turns_a_requeued_attempts_signal_into_the_runs_end() -> None:
+    between_polls = slurm_state(line(KILLED_ATTEMPT, "PENDING|BeginTime|", source="squeue", requeue="2"), age_s=20)
+    assert between_polls.status == "queued" and "next poll" in evidence(between_polls)
+
+
+def test_slurms_final_word_on_a_requeue_job_stands() -> None:
+    s = slurm_state(line(KILLED_ATTEMPT, ACCOUNTING["2699101"], requeue="2"))
+    assert s.status == "failed" and "TIMEOUT" in evidence(s)

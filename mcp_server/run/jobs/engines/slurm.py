@@ -56,13 +56,21 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
+    if ended and requeue == "2" and own.status != "cancelled" and (state in QUEUED or state == "RUNNING"):
+        # A signal stopped an attempt of a job Slurm may run again (a requeue, a preemption): until
+        # Slurm says the job ended, that attempt's exit code is not the run's.
+        again = "queued" if state in QUEUED else "running"
+        return RunState(status=again, evidence=[
+            told, f"an attempt was stopped by a signal (exit {own.exit_code}); --requeue was asked, so Slurm runs "
+            "the job again" + (": its verdict comes at the next poll of Slurm" if age_s is not None else "")],
+            **common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
         if ended:
             return own.model_copy(update={"evidence": [*own.evidence, f"the run dir's record; Slurm was {told}"]})
         return RunState(status="running", evidence=[f"started: the run dir has the wrapper's pid; Slurm was {told}"],
                         **common)
-    if state in QUEUED or (state == "PREEMPTED" and requeue == "1" and source in ("squeue", "scontrol")):
+    if state in QUEUED or (state == "PREEMPTED" and requeue in ("1", "2") and source in ("squeue", "scontrol")):
         note = ["preempted; --requeue was asked: Slurm runs it again from the start (resume from a checkpoint)"
                 ] if state in ("PREEMPTED", "REQUEUED") else []
         return RunState(status="queued", evidence=[told, *note], **common)
