@@ -71,7 +71,7 @@ def test_a_preempted_job_that_may_requeue_is_queued_not_failed() -> None:
 
 def test_pending_reasons_are_passed_on() -> None:
     s = slurm_state(line(RUNNING_OWN, "PENDING|QOSMaxGPUPerUserLimit|", source="squeue"))
-    assert s.status == "queued" and "QOSMaxGPUPerUserLimit" in evidence(s) and "(squeue)" in evidence(s)
+    assert s.status == "queued" and "QOSMaxGRESPerUser" in evidence(s) and "(squeue)" in evidence(s)
 
 
 def test_a_job_slurm_forgot_with_no_exit_file_is_lost_and_says_who_was_asked() -> None:
