@@ -147,3 +147,15 @@ class GateRefused(RgtError):
     """A safety gate refused an action; every unmet gate is named."""
 
     code = "GATE_REFUSED"
+
+
+class DeniedError(RgtError):
+    """The other side understood who we are and refused the action (an RBAC denial, a quota)."""
+
+    code = "DENIED"
+
+
+class ConflictError(RgtError):
+    """The object exists already in a state that this action would clash with."""
+
+    code = "CONFLICT"

@@ -330,6 +330,12 @@ _SLURM_NOTHING_TO_STOP = MeterAction(
     irreversible=False, stops_gpu_meter=False, executor="none", survives=["the shared filesystem"])
 
 
+_KUBE_NOTHING_PER_RUN = MeterAction(
+    action="none", label="nothing metered per run: cancel_run deletes a live Job; the node pool bills until it "
+    "scales down (your cloud's console)", park=False, irreversible=False, stops_gpu_meter=False, executor="none",
+    survives=["the PVC", "the Job's log until ttlSecondsAfterFinished"])
+
+
 def _variant(name: str) -> Profile | None:
     """A family profile's variant (generic-ssh's slurm, kubernetes, notebook) as a profile of its
     own: the family's facts with the variant's; a Slurm cluster has no meter to stop."""
@@ -342,6 +348,8 @@ def _variant(name: str) -> Profile | None:
                 update["durable_root"] = v.durable_root
             if v.kind == "slurm":
                 update |= {"billed": False, "meter_actions": [_SLURM_NOTHING_TO_STOP]}
+            if v.kind == "kubernetes":
+                update |= {"meter_actions": [_KUBE_NOTHING_PER_RUN]}
             return base.model_copy(update=update)
     return None
 

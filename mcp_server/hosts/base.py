@@ -8,7 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from mcp_server.errors import CommandFailed
 
-HostKind = Literal["local", "ssh"]
+HostKind = Literal["local", "ssh", "kubernetes"]
 
 # Per-call output kept in memory; callers that may produce more bound their own commands.
 DEFAULT_MAX_OUTPUT = 32 * 1024 * 1024

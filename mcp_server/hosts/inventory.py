@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_server.errors import ConfigError
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.known_hosts import HostKeyPolicy
+from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.slurm_options import SlurmOptions
 
 _SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
@@ -21,7 +22,7 @@ class InventoryEntry(BaseModel):
     """One `[hosts.<name>]` table."""
 
     model_config = ConfigDict(extra="forbid")
-    destination: str = Field(description='"local", an ~/.ssh/config alias, or user@host[:port]')
+    destination: str = Field(description='"local", "kubernetes", an ~/.ssh/config alias, or user@host[:port]')
     profile: str | None = Field(default=None, description="platform profile; default local/generic-ssh")
     durable_root: str | None = None
     scratch_root: str | None = None
@@ -34,6 +35,7 @@ class InventoryEntry(BaseModel):
     api_base: str | None = Field(default=None, pattern=r"^https?://[^\s]+$",
                                  description="platform REST base URL override (default: the profile's)")
     slurm: SlurmOptions | None = Field(default=None, description="a Slurm login node's job defaults")
+    kubernetes: KubeOptions | None = Field(default=None, description="a Kubernetes namespace's job defaults")
 
     @field_validator("durable_root", "scratch_root", "python")
     @classmethod

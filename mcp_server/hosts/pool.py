@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from mcp_server.errors import ConfigError, InputError
 from mcp_server.hosts.base import Host, HostKind
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.inventory import Inventory, InventoryEntry
 from mcp_server.hosts.known_hosts import HostKeyPolicy
+from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.local import LocalHost
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.hosts.ssh import SshHost
 from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
 
+if TYPE_CHECKING:
+    from mcp_server.kube.runs import KubeHost
+
 LOCAL = "local"
+KUBERNETES: Literal["kubernetes"] = "kubernetes"
 
 
 @dataclass(frozen=True)
@@ -38,11 +44,16 @@ class HostSpec:
     in_inventory: bool
     api_base: str | None = None
     slurm: SlurmOptions | None = None
+    kubernetes: KubeOptions | None = None
 
 
 def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
-    kind: HostKind = "local" if entry.destination == LOCAL else "ssh"
-    prof = profile(entry.profile or (LOCAL if kind == "local" else "generic-ssh"))
+    kind: HostKind = "local" if entry.destination == LOCAL else KUBERNETES if entry.destination == KUBERNETES \
+        else "ssh"
+    prof = profile(entry.profile or {"local": LOCAL, "ssh": "generic-ssh", KUBERNETES: KUBERNETES}[kind])
+    if (prof.kind == KUBERNETES) != (kind == KUBERNETES):
+        raise ConfigError(f"host {name!r}: a Kubernetes host has destination = \"kubernetes\" and the kubernetes "
+                          "profile (and only it)", observed=f"destination {entry.destination}, profile {prof.platform}")
     return HostSpec(
         name=name,
         destination=entry.destination,
@@ -59,6 +70,7 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
         in_inventory=in_inventory,
         api_base=entry.api_base,
         slurm=entry.slurm,
+        kubernetes=entry.kubernetes,
     )
 
 
@@ -69,6 +81,7 @@ class HostPool:
         self.settings = settings
         self.inventory = inventory if inventory is not None else Inventory.load(settings.config_path)
         self._hosts: dict[str, Host] = {}
+        self._kube: dict[str, KubeHost] = {}
         self._lock = asyncio.Lock()
 
     def spec(self, name: str, host_key_policy: HostKeyPolicy | None = None) -> HostSpec:
@@ -102,6 +115,11 @@ class HostPool:
 
     def _make(self, spec: HostSpec) -> Host:
         s = self.settings
+        if spec.kind == KUBERNETES:
+            raise InputError(f"{spec.name} is a Kubernetes host: this tool runs commands on a box, and a Kubernetes "
+                             "host has none", host=spec.name,
+                             next_step="on Kubernetes use launch_detached, tail_logs, list_runs, wait_for_run, "
+                             "cancel_run and audit_box (the node pool's billing is your cloud console's)")
         if spec.kind == "local":
             return LocalHost(spec.name, command_timeout_s=s.command_timeout_s)
         if s.max_channels < 1:
@@ -117,6 +135,18 @@ class HostPool:
             max_channels=s.max_channels,
         )
 
+    def kube(self, spec: HostSpec) -> KubeHost:
+        """The API client side of a Kubernetes host (one per host name)."""
+        from mcp_server.kube.runs import KubeHost  # the engine loads only when a Kubernetes host is used
+
+        if spec.kind != KUBERNETES:
+            raise InputError(f"{spec.name} is not a Kubernetes host", host=spec.name)
+        found = self._kube.get(spec.name)
+        if found is None:
+            found = self._kube[spec.name] = KubeHost(spec)
+        return found
+
     async def close(self) -> None:
         hosts, self._hosts = list(self._hosts.values()), {}
-        await asyncio.gather(*(h.close() for h in hosts), return_exceptions=True)
+        kube, self._kube = list(self._kube.values()), {}
+        await asyncio.gather(*(h.close() for h in hosts), *(k.close() for k in kube), return_exceptions=True)

@@ -10,6 +10,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from mcp_server.kube import service as kube
 from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_record, cancel_run
 from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
@@ -56,6 +57,8 @@ def _register_cancel_run(server: MCPServer) -> None:
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
+            if spec.kind == "kubernetes":
+                return await kube.cancel(app, spec, run_id, reason)
             if is_array_id(run_id):
                 mark = cancel_record(run_id, _who(ctx), reason, signal_first, grace_s)
                 return await cancel_array(await app.pool.host(spec), spec, run_id, mark, signal_first=signal_first,
@@ -84,6 +87,8 @@ def _register_wait_for_run(server: MCPServer) -> None:
 
         with tool_errors(app):
             spec = app.pool.spec(host)
+            if spec.kind == "kubernetes":
+                return await kube.wait(app, spec, run_id, timeout_s=timeout_s, progress=progress)
             return await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,
                                       timeout_s=timeout_s, progress=progress)
 

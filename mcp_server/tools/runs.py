@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.slurm_options import SlurmOptions
+from mcp_server.kube import service as kube
 from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
 from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
@@ -53,6 +55,9 @@ LoginNodeArg = Annotated[str | None, Field(
 SlurmArg = Annotated[SlurmOptions | None, Field(
     description="with backend=slurm: job options over the host's inventory defaults (partition, account, qos, "
     "constraint, gpus, gpu_request, cpus_per_task, mem, time, requeue)")]
+KubeArg = Annotated[KubeOptions | None, Field(
+    description="on a Kubernetes host: Job options over the host's inventory defaults (image, namespace, gpus, cpu, "
+    "mem, shm, time_s, pvc, node_selector, tolerations, priority_class, queue for Kueue)")]
 AllowFallbackArg = Annotated[bool, Field(description="with backend=tmux, fall back to shell when tmux is missing")]
 ProbeArg = Annotated[float, Field(
     description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]
@@ -131,6 +136,9 @@ class ListRunsResult(BaseModel):
 
 async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report | None = None) -> LaunchResult:
     spec = app.pool.spec(name)
+    if spec.kind == "kubernetes":
+        (one,) = await kube.launch(app, spec, [req.command], req)
+        return one
     return await launch(await app.pool.host(spec), spec, req, ledger=app.ledger, redactor=app.redactor,
                         progress=progress)
 
@@ -138,6 +146,11 @@ async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report 
 async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
                  req: LaunchRequest, start_index: int) -> LaunchDetachedResult:
     spec = app.pool.spec(host)
+    if spec.kind == "kubernetes":  # one Indexed Job: one run id per index
+        if start_index != 1:
+            raise InputError("start_index is not available on Kubernetes: launch the remaining commands")
+        cells = await kube.launch(app, spec, commands, req, max_concurrent)
+        return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=c) for c in cells])
     start = launch_array if (req.backend or ("slurm" if spec.profile.kind == "slurm" else "shell")) == "slurm" \
         else launch_queue
     queue = await start(await app.pool.host(spec), spec, commands, max_concurrent, req,
@@ -157,6 +170,10 @@ async def _launch(app: App, host: str, hosts: list[str] | None, req: LaunchReque
 async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None,
                     where: RunFilter | None = None) -> HostRuns:
     spec = app.pool.spec(name)
+    if spec.kind == "kubernetes":
+        if cursor:
+            raise InputError("a Kubernetes namespace's runs come in one page: raise limit instead of a cursor")
+        return await kube.list_runs(app, spec, limit=limit, where=where)
     return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
 
 
@@ -170,7 +187,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
         start_index: StartIndexArg = 1, on_exit: OnExitArg = None, slurm: SlurmArg = None,
-        login_node_reason: LoginNodeArg = None,
+        login_node_reason: LoginNodeArg = None, kubernetes: KubeArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -194,7 +211,7 @@ def _register_launch_detached(server: MCPServer) -> None:
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
                 output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm,
-                login_node_reason=login_node_reason)
+                login_node_reason=login_node_reason, kubernetes=kubernetes)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
             return await _launch(app, host, hosts, req, reporter(ctx))
@@ -220,6 +237,8 @@ def _register_tail_logs(server: MCPServer) -> None:
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
+            if spec.kind == "kubernetes":
+                return await kube.tail_run(app, spec, run_id, path, offset=offset, max_bytes=max_bytes, lines=lines)
             return await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,
                                    path=path, offset=offset, max_bytes=max_bytes, lines=lines, stall_s=stall_s)
 

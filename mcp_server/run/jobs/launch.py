@@ -17,6 +17,7 @@ from mcp_server import __version__, scripts
 from mcp_server.errors import GateRefused, InputError, RgtError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
+from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.ledger import Ledger
@@ -52,6 +53,7 @@ class LaunchRequest(BaseModel):
     login_node_reason: str | None = Field(default=None, max_length=500,
                                           description="why a shell/tmux job runs on a Slurm login node")
     slurm: SlurmOptions | None = Field(default=None, description="Slurm job options over the host's defaults")
+    kubernetes: KubeOptions | None = Field(default=None, description="Kubernetes Job options over the host's defaults")
     allow_fallback: bool = False
     probe_s: float = Field(default=5.0, ge=0, le=MAX_PROBE_S)
     relaunch: bool = False

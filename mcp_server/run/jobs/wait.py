@@ -50,7 +50,7 @@ def _last_line(tail: TailResult) -> str | None:
     return lines[-1][-_LINE_CHARS:] if lines else None
 
 
-def _message(ended: bool, changed: bool, state: RunState, waited: float) -> str:
+def wait_message(ended: bool, changed: bool, state: RunState, waited: float) -> str:
     if ended:
         code = f", exit code {state.exit_code}" if state.exit_code is not None else ""
         return f"the run has ended: {state.status}{code}"
@@ -86,4 +86,4 @@ async def wait_for_run(host: Host, spec: HostSpec, run_id: str, *, redactor: Red
     return WaitResult(host=spec.name, run_id=run_id, ended=ended, changed=changed, state=state,
                       status_at_start=initial.status, waited_s=round(waited, 2), polls=polls,
                       last_line=_last_line(tail), log_offset=tail.size, signatures=tail.signatures,
-                      message=_message(ended, changed, state, waited))
+                      message=wait_message(ended, changed, state, waited))

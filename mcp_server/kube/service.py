@@ -1,0 +1,101 @@
+"""The run tools' Kubernetes side, called by the tool adapters when the host is a Kubernetes
+host: launch (one Job, or one Indexed Job for `commands`), tail, list, wait and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from mcp_server.app import App
+from mcp_server.errors import InputError
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.kube import runs as kruns
+from mcp_server.kube.views import launch_results, list_kube_runs, states_of, tail
+from mcp_server.run.jobs.cancel import CancelResult
+from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, secret_values
+from mcp_server.run.jobs.listing import HostRuns
+from mcp_server.run.jobs.logs import TailResult
+from mcp_server.run.jobs.runscan import RunFilter
+from mcp_server.run.jobs.status import ENDED, RunState
+from mcp_server.run.jobs.wait import POLL_S, PROGRESS_EVERY_S, Progress, WaitResult, wait_message
+
+_NOT_ON_KUBERNETES = {"outputs": "outputs", "output_root": "output_root", "sync_to_durable": "sync_to_durable",
+                      "on_exit": "on_exit", "slurm": "slurm", "login_node_reason": "login_node_reason"}
+
+
+def _refuse_box_only(req: LaunchRequest) -> None:
+    """Launch arguments that need a shell on a box, which a Kubernetes host has not."""
+    given = [k for k in _NOT_ON_KUBERNETES if getattr(req, k)]
+    if req.backend not in (None, "kubernetes"):
+        given.append(f"backend={req.backend}")
+    if given:
+        raise InputError("not available on a Kubernetes host: " + ", ".join(given),
+                         next_step="drop them; on Kubernetes the pod log is the run's log and outputs belong on "
+                         "the PVC (kubernetes.pvc)")
+
+
+async def launch(app: App, spec: HostSpec, commands: list[str], req: LaunchRequest,
+                 max_concurrent: int = 1) -> list[LaunchResult]:
+    _refuse_box_only(req)
+    kh = app.pool.kube(spec)
+    secrets = secret_values(req.secret_env, os.environ, app.redactor)
+    launched = await kruns.launch(kh, commands=commands, name=req.name, env=req.env, secrets=secrets,
+                                  workdir=req.workdir, max_concurrent=max_concurrent, override=req.kubernetes,
+                                  ledger=app.ledger, redactor=app.redactor, relaunch=req.relaunch)
+    return launch_results(kh, launched, await states_of(kh, launched.run_ids))
+
+
+async def tail_run(app: App, spec: HostSpec, run_id: str | None, path: str | None, *, offset: int | None,
+                   max_bytes: int, lines: int | None) -> TailResult:
+    if path is not None or run_id is None:
+        raise InputError("on a Kubernetes host, tail a run by run_id (its pod's log); there is no path to read")
+    return await tail(app.pool.kube(spec), run_id, redactor=app.redactor, ledger=app.ledger, offset=offset,
+                      max_bytes=max_bytes, lines=lines)
+
+
+async def list_runs(app: App, spec: HostSpec, *, limit: int, where: RunFilter | None) -> HostRuns:
+    return await list_kube_runs(app.pool.kube(spec), app.ledger, limit=limit, where=where)
+
+
+async def cancel(app: App, spec: HostSpec, run_id: str, reason: str | None) -> CancelResult:
+    kh = app.pool.kube(spec)
+    before = await kh.state(run_id, app.ledger)
+    if before.status in ENDED:
+        code = f" (exit code {before.exit_code})" if before.exit_code is not None else ""
+        return CancelResult(host=spec.name, run_id=run_id, changed=False, status_before=before.status, state=before,
+                            message=f"the run had already ended: {before.status}{code}; nothing was changed")
+    after = await kruns.cancel(kh, run_id, app.ledger, reason)
+    return CancelResult(host=spec.name, run_id=run_id, changed=True, status_before=before.status, state=after,
+                        message="the Job was deleted: Kubernetes sent its pods SIGTERM and their grace period "
+                        "(30 s); a sweep's Job holds every cell, so each cell ends with it")
+
+
+async def wait(app: App, spec: HostSpec, run_id: str, *, timeout_s: float, progress: Progress | None,
+               poll_s: float = POLL_S) -> WaitResult:
+    kh = app.pool.kube(spec)
+    start = time.monotonic()
+
+    async def poll() -> TailResult:
+        return await tail(kh, run_id, redactor=app.redactor, ledger=app.ledger, offset=None, max_bytes=4096,
+                          lines=1)
+
+    read = await poll()
+    initial = read.state or RunState(status="unknown")
+    polls, last_report = 1, -PROGRESS_EVERY_S
+    while True:
+        state = read.state or initial
+        ended, changed = state.status in ENDED, state.status != initial.status
+        waited = time.monotonic() - start
+        if ended or changed or waited >= timeout_s:
+            break
+        if progress is not None and waited - last_report >= PROGRESS_EVERY_S:
+            last_report = waited
+            await progress(waited, f"{state.status}, {waited:.0f} s: {read.text.strip()[-200:] or '(no output yet)'}")
+        await asyncio.sleep(min(poll_s, max(0.0, timeout_s - waited)))
+        read, polls = await poll(), polls + 1
+    last = next((ln for ln in reversed(read.text.splitlines()) if ln.strip()), None)
+    return WaitResult(host=spec.name, run_id=run_id, ended=ended, changed=changed, state=state,
+                      status_at_start=initial.status, waited_s=round(waited, 2), polls=polls, last_line=last,
+                      log_offset=read.size, signatures=read.signatures,
+                      message=wait_message(ended, changed, state, waited))
