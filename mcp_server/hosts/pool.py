@@ -59,7 +59,8 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
         destination=entry.destination,
         kind=kind,
         profile=prof,
-        durable_root=entry.durable_root or prof.durable_root,
+        durable_root=entry.durable_root or (entry.kubernetes.mount_path if kind == KUBERNETES and entry.kubernetes
+                                            else prof.durable_root),
         scratch_root=entry.scratch_root or prof.scratch_root,
         python=entry.python or prof.python,
         hourly_price=entry.hourly_price,

@@ -24,7 +24,9 @@ PAGE = "references://run-remote/kubernetes"
 # (verb, group, resource, subresource): what launch, status, logs and cancel need in the namespace.
 VERBS = [("create", "batch", "jobs", ""), ("list", "batch", "jobs", ""), ("delete", "batch", "jobs", ""),
          ("list", "", "pods", ""), ("get", "", "pods", "log"), ("create", "", "secrets", ""),
-         ("delete", "", "secrets", "")]
+         ("patch", "", "secrets", ""), ("delete", "", "secrets", "")]
+# What verify_artifacts needs besides: the PVC reader pod and exec into it.
+VERIFY_VERBS = [("create", "", "pods", ""), ("get", "", "pods", ""), ("create", "", "pods", "exec")]
 
 
 def _check(cid: str, title: str, status: Status, evidence: str, anchor: str) -> Check:
@@ -39,14 +41,22 @@ async def _allowed(kh: KubeHost, verb: str, group: str, resource: str, sub: str)
     return bool(done.status and done.status.allowed)
 
 
+async def _missing(kh: KubeHost, verbs: list[tuple[str, str, str, str]]) -> list[str]:
+    return [f"{v} {r}{'/' + s if s else ''}{'.' + g if g else ''}" for v, g, r, s in verbs
+            if not await _allowed(kh, v, g, r, s)]
+
+
 async def _rbac(kh: KubeHost) -> Check:
-    missing = [f"{v} {r}{'/' + s if s else ''}{'.' + g if g else ''}" for v, g, r, s in VERBS
-               if not await _allowed(kh, v, g, r, s)]
+    title = "RBAC allows the server's verbs"
+    missing, for_verify = await _missing(kh, VERBS), await _missing(kh, VERIFY_VERBS)
     if missing:
-        return _check("K2", "RBAC allows the server's verbs", "FAIL",
-                      f"namespace {kh.namespace}: not allowed: {', '.join(missing)}", "rbac")
-    return _check("K2", "RBAC allows the server's verbs", "PASS",
-                  f"namespace {kh.namespace}: all {len(VERBS)} verbs allowed", "rbac")
+        return _check("K2", title, "FAIL", f"namespace {kh.namespace}: not allowed: {', '.join(missing + for_verify)}",
+                      "rbac")
+    if for_verify:
+        return _check("K2", title, "WARN", f"namespace {kh.namespace}: runs work; verify_artifacts cannot read the "
+                      f"PVC: not allowed: {', '.join(for_verify)}", "rbac")
+    return _check("K2", title, "PASS", f"namespace {kh.namespace}: all {len(VERBS) + len(VERIFY_VERBS)} verbs "
+                  "allowed", "rbac")
 
 
 def _quantity(text: Any) -> float:
@@ -157,4 +167,5 @@ async def audit_kube(kh: KubeHost) -> AuditResult:
     return AuditResult(host=kh.spec.name, profile=kh.spec.profile.platform,
                        audited_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                        verdict=worst if worst != "SKIP" else "PASS", counts=counts, checks=checks, mounts=[], gpus=[],
-                       round_trips=4 + len(VERBS), duration_s=round(time.monotonic() - start, 2), authoritative=True)
+                       round_trips=4 + len(VERBS) + len(VERIFY_VERBS), duration_s=round(time.monotonic() - start, 2),
+                       authoritative=True)

@@ -114,15 +114,14 @@ def job_manifest(namespace: str, req: JobRequest, opts: KubeOptions) -> dict[str
         pod_spec["serviceAccountName"] = opts.service_account
     if opts.image_pull_secret:
         pod_spec["imagePullSecrets"] = [{"name": opts.image_pull_secret}]
-    if opts.queue:
-        labels[KUEUE_QUEUE] = opts.queue
+    job_labels = {**labels, KUEUE_QUEUE: opts.queue} if opts.queue else dict(labels)  # Kueue reads the Job's
     spec: dict[str, object] = {
         "backoffLimit": 0,
         "podFailurePolicy": {"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]},
         "ttlSecondsAfterFinished": opts.ttl_s or DEFAULT_TTL_S,
-        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
     }
     if opts.time_s:
         spec["activeDeadlineSeconds"] = opts.time_s
@@ -137,6 +136,6 @@ def job_manifest(namespace: str, req: JobRequest, opts: KubeOptions) -> dict[str
         annotations[ANNOTATION_CELLS] = " ".join(req.run_ids)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "metadata": {"name": name, "namespace": namespace, "labels": job_labels, "annotations": annotations},
         "spec": spec,
     }

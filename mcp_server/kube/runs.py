@@ -213,11 +213,17 @@ async def launch(kh: KubeHost, *, commands: list[str], name: str | None, env: di
             await client.create(from_dict(secret_manifest(ns, run_ids[0], secrets)))
     try:
         async with api_errors(kh.spec.name, "creating the run's Job"):
-            await client.create(from_dict(manifest))
+            created = await client.create(from_dict(manifest))
     except Exception:
         if secrets:  # no Job will ever use it
             await _delete_secret(kh, job_name)
         raise
+    if secrets and created.metadata is not None and created.metadata.uid:
+        # Owned by the Job: Kubernetes deletes the Secret with it (cancel_run, or the Job's TTL).
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": created.metadata.uid,
+                 "blockOwnerDeletion": False}
+        async with api_errors(kh.spec.name, "tying the run's Secret to its Job"):
+            await client.patch(Secret, job_name, {"metadata": {"ownerReferences": [owner]}})
     return Launched(run_ids, job_name, ns, False)
 
 

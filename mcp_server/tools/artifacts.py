@@ -8,7 +8,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.jobs.rundir import declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
@@ -44,6 +47,15 @@ CompareWithArg = Annotated[int | None, Field(
     description="accept mode: an earlier acceptance id to compare with, file by file (needs another machine)")]
 
 
+async def _box(app: App, spec: HostSpec) -> Host:
+    """Where the files are: the box, or on a Kubernetes host the PVC through a reader pod."""
+    if spec.kind == "kubernetes":
+        from mcp_server.kube.podhost import PodHost  # loads the Kubernetes client only for such a host
+
+        return PodHost(app.pool.kube(spec))
+    return await app.pool.host(spec)
+
+
 def register(server: MCPServer) -> None:
     @server.tool(name="verify_artifacts", annotations=WRITES_LOCAL)
     async def verify_artifacts_tool(
@@ -76,7 +88,7 @@ def register(server: MCPServer) -> None:
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
-            box = await app.pool.host(spec)
+            box = await _box(app, spec)
             producer = app.pool.spec(accept_from).name if accept_from else None
             if run_id and not producer and (root is None or (roster is None and cells is None)):
                 outputs = await declared_outputs(box, spec.durable_root, run_id)

@@ -8,6 +8,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from mcp_server.app import App
+from mcp_server.errors import InputError
+from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.teardown.execute import execute
 from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
 from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
@@ -28,6 +31,21 @@ HOST = "the box: an inventory name (instance_id and api_key_env come from there)
 TOKEN = "omit to get the plan; pass the plan's token to execute exactly that plan"
 ALLOW_UNVERIFIED = ("the USER's explicit choice to tear down without a verified pull; "
                     "recorded and repeated in the result")
+
+
+async def _kube_plan(app: App, spec: HostSpec, action: str, token: str | None,
+                     allow_unverified: bool) -> TeardownPlan:
+    """A Kubernetes host meters nothing per run: the plan lists the namespace's runs (G1 names the
+    live Jobs, which cancel_run deletes) and what survives; there is no verb to confirm."""
+    from mcp_server.kube import service as kube
+    from mcp_server.kube.podhost import PodHost
+
+    if token is not None:
+        raise InputError("a Kubernetes host has nothing to tear down per run: no token is ever issued for it",
+                         host=spec.name, next_step="cancel_run deletes a live Job; scale the node pool down in your "
+                         "cloud's console")
+    runs = await kube.list_runs(app, spec, limit=200, where=None)
+    return await plan(PodHost(app.pool.kube(spec)), spec, action, app.ledger, allow_unverified, runs=runs)
 
 
 def register(server: MCPServer) -> None:
@@ -52,6 +70,8 @@ what is lost, every gate); with its token execute it.
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
+            if spec.kind == "kubernetes":
+                return TeardownOutput(plan=await _kube_plan(app, spec, action, token, allow_unverified))
             box = await app.pool.host(spec)
             if token is None:
                 return TeardownOutput(plan=await plan(box, spec, action, app.ledger, allow_unverified))

@@ -44,3 +44,24 @@ async def test_missing_verbs_a_full_quota_and_an_unbound_pvc_are_named(kube: Kub
     assert checks["K3"]["status"] == "SKIP" and "may not list nodes" in checks["K3"]["evidence"]
     assert checks["K4"]["status"] == "FAIL" and "4/4" in checks["K4"]["evidence"]
     assert checks["K5"]["status"] == "FAIL" and "does not exist" in checks["K5"]["evidence"]
+
+
+async def test_teardown_on_kubernetes_plans_nothing_metered_and_names_live_jobs(kube: KubeApi, client: Any) -> None:
+    run = structured(await client.call_tool("launch_detached", {"host": "gpu-k8s", "command": "python train.py"}))
+    run_id = run["outcomes"][0]["launch"]["run_id"]
+    kube.apply(kube.job_names()[0], "running")
+    plan = structured(await client.call_tool("teardown", {"host": "gpu-k8s", "action": "none"}))["plan"]
+    assert plan["token"] is None and plan["executor"] == "none"
+    assert plan["ready"] is False and run_id in " ".join(plan["unmet"]), "G1 names the live Job"
+    assert "the PVC" in plan["survives"]
+    kube.apply(kube.job_names()[0], "succeeded")
+    done = structured(await client.call_tool("teardown", {"host": "gpu-k8s", "action": "none"}))["plan"]
+    assert done["ready"] is True and done["token"] is None
+    assert not [p for p in kube.pods.values() if "reader" in p["metadata"]["name"]], "a plan creates no pod"
+
+
+async def test_a_user_who_cannot_exec_hears_that_runs_work_but_verification_cannot(kube: KubeApi, client: Any) -> None:
+    kube.denied.add(("create", "pods/exec"))
+    k2 = (await audit(client))["K2"]
+    assert k2["status"] == "WARN" and "verify_artifacts cannot read the PVC" in k2["evidence"]
+    assert "create pods/exec" in k2["evidence"]

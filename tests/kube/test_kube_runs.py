@@ -89,6 +89,8 @@ async def test_secrets_go_into_a_secret_never_into_the_job_or_any_output(
     run = await launch(client, command="python train.py", secret_env=["WANDB_API_KEY"])
     (job_name,) = kube.job_names()
     assert kube.secrets[("ml", job_name)]["stringData"] == {"WANDB_API_KEY": secret}
+    (owner,) = kube.secrets[("ml", job_name)]["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("Job", job_name), "the Secret goes when the Job goes (TTL or cancel)"
     job_text = json.dumps(kube.jobs[("ml", job_name)])
     assert secret not in job_text and "secretKeyRef" in job_text
     pod = kube.apply(job_name, "running")

@@ -6,13 +6,17 @@ by reference, Kueue's suspend and label, an Indexed Job for a sweep."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 from pydantic import ValidationError
 
+from mcp_server import scripts
 from mcp_server.hosts.kube_options import KubeOptions, Toleration
 from mcp_server.kube.manifests import JobRequest, job_manifest, object_name, secret_manifest
+from mcp_server.kube.podhost import reader_manifest
 
 SCHEMA = "1.33.0"
 OPTS = KubeOptions(image="nvcr.io/nvidia/pytorch:24.10-py3", gpus=4, cpu="16", mem="128Gi", pvc="ckpt",
@@ -88,3 +92,21 @@ def test_a_bad_option_is_refused_before_any_request(field: str, value: object) -
     with pytest.raises(ValidationError) as exc:
         KubeOptions.model_validate({field: value})
     assert field in str(exc.value)
+
+
+def test_the_generated_objects_match_the_golden_files_reviewed_by_hand() -> None:
+    golden = Path(__file__).parents[1] / "fixtures/kube"
+    opts = KubeOptions(image="nvcr.io/nvidia/pytorch:24.10-py3", gpus=8, cpu="96", mem="900Gi", shm="64Gi",
+                       pvc="ckpt", node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, time_s=172800,
+                       queue="team-a", priority_class="research-low")
+    req = JobRequest(run_ids=["llama-ft-20261204-080000-a1b2c3"],
+                     commands=["torchrun --nproc-per-node 8 train.py --cfg ft.yaml"], name="llama-ft",
+                     env={"SEED": "1"}, secret_names=["HF_TOKEN", "WANDB_API_KEY"], workdir="/workspace/code/llama")
+    job = job_manifest("ml", req, opts)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][2] == scripts.load("kube_entry")
+    container["command"][2] = "<scripts/kube_entry.sh>"
+    assert job == yaml.safe_load((golden / "golden-job.yaml").read_text())
+    reader = reader_manifest("ml", "ckpt", "nvcr.io/nvidia/pytorch:24.10-py3", "/workspace")
+    kubernetes_validate.validate(reader, SCHEMA, strict=True)
+    assert reader == yaml.safe_load((golden / "golden-reader-pod.yaml").read_text())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
+import json
 import socket
 import threading
 import time
@@ -22,7 +23,8 @@ import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 SCHEMA_VERSION = "1.33.0"
 STATES = yaml.safe_load((Path(__file__).parents[1] / "fixtures/kube/states.yaml").read_text())
@@ -61,6 +63,7 @@ class KubeApi:
         self.nodes: list[dict[str, Any]] = []
         self.quotas: list[dict[str, Any]] = []
         self.pvcs: dict[str, dict[str, Any]] = {}
+        self.execs: list[list[str]] = []  # the command of every exec, in order
 
     # --- test controls -------------------------------------------------------------------
     def job_names(self) -> list[str]:
@@ -102,7 +105,7 @@ class KubeApi:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off")
+        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", ws="wsproto")
         self._server = uvicorn.Server(config)
         threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[sock])),  # type: ignore[union-attr]
                          daemon=True).start()
@@ -130,10 +133,12 @@ class KubeApi:
         return Starlette(routes=[
             Route(b + "/jobs", self._jobs, methods=["GET", "POST"]),
             Route(b + "/jobs/{name}", self._job, methods=["GET", "DELETE"]),
-            Route(c + "/pods", self._pods, methods=["GET"]),
+            Route(c + "/pods", self._pods, methods=["GET", "POST"]),
+            Route(c + "/pods/{name}", self._pod, methods=["GET", "DELETE"]),
+            WebSocketRoute(c + "/pods/{name}/exec", self._exec),
             Route(c + "/pods/{name}/log", self._log, methods=["GET"]),
             Route(c + "/secrets", self._secrets, methods=["POST"]),
-            Route(c + "/secrets/{name}", self._secret, methods=["DELETE"]),
+            Route(c + "/secrets/{name}", self._secret, methods=["DELETE", "PATCH"]),
             Route(c + "/resourcequotas", self._quotas, methods=["GET"]),
             Route(c + "/persistentvolumeclaims/{name}", self._pvc, methods=["GET"]),
             Route("/api/v1/nodes", self._nodes, methods=["GET"]),
@@ -194,13 +199,69 @@ class KubeApi:
         job = self.jobs.pop((ns, name))
         for key in [k for k, p in self.pods.items() if p["metadata"]["labels"].get("job-name") == name]:
             del self.pods[key]
+        for key in [k for k, sec in self.secrets.items() if any(
+                o.get("uid") == job["metadata"]["uid"] for o in sec["metadata"].get("ownerReferences") or [])]:
+            del self.secrets[key]  # the garbage collector deletes what the Job owned
         return JSONResponse(job)
 
     async def _pods(self, request: Request) -> Response:
+        if request.method == "POST":  # a pod the server creates itself (the PVC reader): scheduled at once
+            if (err := await self._auth(request, "create", "pods")) is not None:
+                return err
+            pod = await request.json()
+            kubernetes_validate.validate(pod, SCHEMA_VERSION, strict=True)
+            key = (request.path_params["ns"], pod["metadata"]["name"])
+            if key in self.pods:
+                return _status(409, "AlreadyExists", f'pods "{key[1]}" already exists')
+            pod["metadata"]["creationTimestamp"] = _now_unique(len(self.pods))
+            pod["status"] = {"phase": "Running"}
+            self.pods[key] = pod
+            return JSONResponse(pod, status_code=201)
         if (err := await self._auth(request, "list", "pods")) is not None:
             return err
         ns, sel = request.path_params["ns"], request.query_params.get("labelSelector", "")
         return self._list("PodList", "v1", [p for (n, _), p in self.pods.items() if n == ns and _matches(p, sel)])
+
+    async def _pod(self, request: Request) -> Response:
+        verb = "get" if request.method == "GET" else "delete"
+        if (err := await self._auth(request, verb, "pods")) is not None:
+            return err
+        key = (request.path_params["ns"], request.path_params["name"])
+        if key not in self.pods:
+            return _status(404, "NotFound", f'pods "{key[1]}" not found')
+        return JSONResponse(self.pods[key] if verb == "get" else self.pods.pop(key))
+
+    async def _exec(self, ws: WebSocket) -> None:
+        """exec over the channel protocol (v5.channel.k8s.io): stdin frames until the close-stdin
+        frame, then the command's stdout (1) and stderr (2), then its Status (3). The double's
+        "container" is this machine: the command runs here, on the paths the test set up."""
+        if ws.headers.get("authorization") != f"Bearer {TOKEN}":
+            await ws.close(code=1008)
+            return
+        command = ws.query_params.getlist("command")
+        self.execs.append(command)
+        await ws.accept(subprotocol="v5.channel.k8s.io")
+        stdin = bytearray()
+        while True:
+            frame = await ws.receive_bytes()
+            if frame == bytes((255, 0)):
+                break
+            if frame[:1] == b"\x00":
+                stdin += frame[1:]
+        proc = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate(bytes(stdin))
+        for i in range(0, len(out), 32768):  # the runtime's copy buffer: 32 KiB frames, as a kubelet sends
+            await ws.send_bytes(b"\x01" + out[i:i + 32768])
+        if err:
+            await ws.send_bytes(b"\x02" + err)
+        status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+        if proc.returncode:
+            status = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+                      "message": f"command terminated with non-zero exit code: exit status {proc.returncode}",
+                      "details": {"causes": [{"reason": "ExitCode", "message": str(proc.returncode)}]}}
+        await ws.send_bytes(b"\x03" + json.dumps(status).encode())
+        await ws.close()
 
     async def _log(self, request: Request) -> Response:
         if (err := await self._auth(request, "get", "pods/log")) is not None:
@@ -227,9 +288,15 @@ class KubeApi:
         return JSONResponse(shown, status_code=201)
 
     async def _secret(self, request: Request) -> Response:
-        if (err := await self._auth(request, "delete", "secrets")) is not None:
+        verb = "patch" if request.method == "PATCH" else "delete"
+        if (err := await self._auth(request, verb, "secrets")) is not None:
             return err
         key = (request.path_params["ns"], request.path_params["name"])
+        if verb == "patch":  # a merge of metadata, as a strategic merge patch does for these fields
+            if key not in self.secrets:
+                return _status(404, "NotFound", f'secrets "{key[1]}" not found')
+            self.secrets[key]["metadata"] |= (await request.json()).get("metadata") or {}
+            return JSONResponse({**self.secrets[key], "stringData": None})
         if self.secrets.pop(key, None) is None:
             return _status(404, "NotFound", f'secrets "{key[1]}" not found')
         return JSONResponse({"kind": "Status", "apiVersion": "v1", "status": "Success"})

@@ -94,10 +94,11 @@ async def _gates(host: Host, spec: HostSpec, act: MeterAction, ledger: Ledger, r
 
 
 async def plan(host: Host, spec: HostSpec, action: str, ledger: Ledger, allow_unverified: bool = False,
-               issue: bool = True) -> TeardownPlan:
-    """Evaluate every gate; nothing on the box changes."""
+               issue: bool = True, runs: HostRuns | None = None) -> TeardownPlan:
+    """Evaluate every gate; nothing on the box changes. `runs`: the host's runs when they are not
+    listed from run dirs on the box (a Kubernetes namespace's Jobs)."""
     act = _action(spec, action)
-    runs = await list_runs(host, spec, ledger)
+    runs = runs if runs is not None else await list_runs(host, spec, ledger)
     gates, used, offer = await _gates(host, spec, act, ledger, runs, allow_unverified)
     unmet = [f"{g.id} {g.name}: {g.evidence}" for g in gates if g.state == "fail"]
     plan_hash = _hash(spec, act, gates, used, runs, allow_unverified)
