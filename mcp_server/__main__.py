@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _call(tool: str, arguments: dict[str, Any]) -> int:
     from mcp import Client
 
-    async with Client(build_server(), read_timeout_seconds=120) as client:
+    async with Client(build_server(only_tool=tool), read_timeout_seconds=120) as client:
         result = await client.call_tool(tool, arguments)
     if result.is_error:
         text = "\n".join(getattr(c, "text", "") for c in result.content)

@@ -42,9 +42,9 @@ class StaticToken:
 
 
 def build_server(settings: Settings | None = None, *, http_token: str | None = None,
-                 http_url: str | None = None) -> MCPServer[App]:
+                 http_url: str | None = None, only_tool: str | None = None) -> MCPServer[App]:
     """The server; with `http_token` (and the URL it serves at) every HTTP request must carry
-    `Authorization: Bearer <token>`."""
+    `Authorization: Bearer <token>`; with `only_tool`, a server of that one tool (the CLI's call)."""
     settings = settings or Settings.from_env()
 
     bus = InMemorySubscriptionBus()
@@ -71,6 +71,6 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
         token_verifier=StaticToken(http_token) if http_token else None,
         auth=AuthSettings(issuer_url=http_url, resource_server_url=http_url) if http_token and http_url else None,
     )
-    register_all(server)
+    register_all(server, only_tool)
     server.middleware.append(watch_subscriptions)
     return server

@@ -35,11 +35,18 @@ class Demo:
     client: Any  # an mcp Client connected to the server
     run_ids: dict[int, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    code: str = ""  # the pushed snapshot, <project>/<id>
     verdicts: list[str] = field(default_factory=list)
 
     @property
     def work(self) -> Path:
+        """The local project (the bundled script), pushed to the box as a snapshot."""
         return self.base / "work"
+
+    @property
+    def out(self) -> Path:
+        """Where the runs write their results on the box (never inside the code snapshot)."""
+        return self.base / "box" / "out"
 
     async def call(self, tool: str, args: dict[str, Any], progress: Any = None) -> dict[str, Any]:
         res = await self.client.call_tool(tool, args, progress_callback=progress)
@@ -76,12 +83,19 @@ async def audit(d: Demo) -> None:
     d.step("audit_box", ", ".join(f"{n} {s}" for s, n in counts.items()) + " (no GPU here: GPU checks skip)")
 
 
+async def push(d: Demo) -> None:
+    out = await d.call("push_code", {"host": "demo", "source": str(d.work), "project": "tiny"})
+    d.code = f"{out['project']}/{out['snapshot_id']}"
+    d.step("push_code", f"snapshot {out['snapshot_id']}: {out['files']} file(s), {out['bytes_sent']} bytes sent, "
+           "read-only on the box")
+
+
 async def launch(d: Demo) -> None:
     for seed in SEEDS:
-        cmd = f"{sys.executable} train_tiny.py --seed {seed} --out out/seed{seed}"
+        cmd = f"{sys.executable} train_tiny.py --seed {seed} --out {d.out}/seed{seed}"
         out = await d.call("launch_detached", {"host": "demo", "name": f"tiny-s{seed}", "command": cmd,
-                                               "workdir": str(d.work), "probe_s": 0,
-                                               "outputs": [f"out/seed{seed}/final.json"]})
+                                               "code": d.code, "probe_s": 0, "output_root": str(d.out),
+                                               "outputs": [f"seed{seed}/final.json"]})
         d.run_ids[seed] = out["outcomes"][0]["launch"]["run_id"]
     d.step("launch_detached", f"{len(SEEDS)} seeds started detached: " + ", ".join(d.run_ids.values()))
 
@@ -118,7 +132,7 @@ async def curves(d: Demo) -> None:
 
 
 async def verify(d: Demo) -> dict[str, float]:
-    args = {"host": "demo", "root": str(d.work / "out"), "budget_s": 30,
+    args = {"host": "demo", "root": str(d.out), "budget_s": 30,
             "roster": ["seed*/final.json", "seed*/metrics.jsonl", "seed*/weights.safetensors"]}
     out = await d.call("verify_artifacts", args)
     while not out["done"]:
@@ -184,6 +198,7 @@ async def run_demo(base: Path, say: Say, client: Any) -> int:
     d = Demo(base, say, client)
     try:
         await audit(d)
+        await push(d)
         await launch(d)
         await wait(d)
         await curves(d)

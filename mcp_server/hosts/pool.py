@@ -14,7 +14,6 @@ from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.local import LocalHost
 from mcp_server.hosts.slurm_options import SlurmOptions
-from mcp_server.hosts.ssh import SshHost
 from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
 
@@ -125,6 +124,8 @@ class HostPool:
             return LocalHost(spec.name, command_timeout_s=s.command_timeout_s)
         if s.max_channels < 1:
             raise ConfigError("RGT_MAX_CHANNELS must be at least 1")
+        from mcp_server.hosts.ssh import SshHost  # asyncssh loads only when a box is reached over SSH
+
         return SshHost(
             spec.name,
             Destination.parse(spec.destination),

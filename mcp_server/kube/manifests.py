@@ -61,6 +61,44 @@ def secret_manifest(namespace: str, run_id: str, values: dict[str, str]) -> dict
     }
 
 
+def _pod_spec(name: str, req: JobRequest, opts: KubeOptions) -> dict[str, object]:
+    """The run's pod: its command through the entry script, GPUs requested and limited, a real
+    /dev/shm, the PVC, secrets by reference only."""
+    durable = opts.mount_path if opts.pvc else None
+    run_dirs = "\n".join(run_dir_path(durable, r) for r in req.run_ids) if durable else ""
+    env: list[dict[str, object]] = [{"name": k, "value": v} for k, v in sorted(req.env.items())]
+    env += [{"name": f"RGT_COMMAND_{i}", "value": c} for i, c in enumerate(req.commands)]
+    env += [{"name": "RGT_RUN_DIRS", "value": run_dirs}, {"name": "RGT_WORKDIR", "value": req.workdir or ""}]
+    env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": name, "key": n}}} for n in req.secret_names]
+    gpus = opts.gpus if opts.gpus is not None else 1
+    limits = {k: v for k, v in ((GPU, str(gpus) if gpus else None), ("cpu", opts.cpu), ("memory", opts.mem)) if v}
+    volumes: list[dict[str, object]] = [{"name": "shm", "emptyDir": {"medium": "Memory",
+                                                                      "sizeLimit": opts.shm or DEFAULT_SHM}}]
+    mounts: list[dict[str, object]] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    if opts.pvc:
+        volumes.append({"name": "durable", "persistentVolumeClaim": {"claimName": opts.pvc}})
+        mounts.append({"name": "durable", "mountPath": opts.mount_path})
+    tolerations: list[dict[str, object]] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations += [t.model_dump(exclude_none=True) for t in opts.tolerations or []]
+    pod: dict[str, object] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{
+            "name": CONTAINER, "image": opts.image, "command": ["bash", "-c", scripts.load("kube_entry")],
+            "env": env, "resources": {"requests": dict(limits), "limits": limits} if limits else {},
+            "volumeMounts": mounts,
+        }],
+        "volumes": volumes,
+        "tolerations": tolerations,
+    }
+    for key, value in (("nodeSelector", dict(opts.node_selector) if opts.node_selector else None),
+                       ("priorityClassName", opts.priority_class), ("serviceAccountName", opts.service_account),
+                       ("imagePullSecrets", [{"name": opts.image_pull_secret}] if opts.image_pull_secret else None)):
+        if value:
+            pod[key] = value
+    return pod
+
+
 def job_manifest(namespace: str, req: JobRequest, opts: KubeOptions) -> dict[str, object]:
     """The run's Job: never restarted in place (restartPolicy Never, backoffLimit 0), except that a
     disruption (preemption, node drain, eviction) is not the run's failure: the pod failure
@@ -71,49 +109,6 @@ def job_manifest(namespace: str, req: JobRequest, opts: KubeOptions) -> dict[str
     if req.name:
         labels[LABEL_NAME] = label_value(req.name)
     sweep = len(req.commands) > 1
-    durable = opts.mount_path if opts.pvc else None
-    run_dirs = "\n".join(run_dir_path(durable, r) for r in req.run_ids) if durable else ""
-    env: list[dict[str, object]] = [{"name": k, "value": v} for k, v in sorted(req.env.items())]
-    env += [{"name": f"RGT_COMMAND_{i}", "value": c} for i, c in enumerate(req.commands)]
-    env += [{"name": "RGT_RUN_DIRS", "value": run_dirs}, {"name": "RGT_WORKDIR", "value": req.workdir or ""}]
-    env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": name, "key": n}}} for n in req.secret_names]
-    gpus = opts.gpus if opts.gpus is not None else 1
-    limits: dict[str, str] = {}
-    if gpus:
-        limits[GPU] = str(gpus)
-    if opts.cpu:
-        limits["cpu"] = opts.cpu
-    if opts.mem:
-        limits["memory"] = opts.mem
-    volumes: list[dict[str, object]] = [{"name": "shm", "emptyDir": {"medium": "Memory",
-                                                                      "sizeLimit": opts.shm or DEFAULT_SHM}}]
-    mounts: list[dict[str, object]] = [{"name": "shm", "mountPath": "/dev/shm"}]
-    if opts.pvc:
-        volumes.append({"name": "durable", "persistentVolumeClaim": {"claimName": opts.pvc}})
-        mounts.append({"name": "durable", "mountPath": opts.mount_path})
-    tolerations: list[dict[str, object]] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
-    tolerations += [t.model_dump(exclude_none=True) for t in opts.tolerations or []]
-    pod_spec: dict[str, object] = {
-        "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 30,
-        "containers": [{
-            "name": CONTAINER, "image": opts.image,
-            "command": ["bash", "-c", scripts.load("kube_entry")],
-            "env": env,
-            "resources": {"requests": dict(limits), "limits": limits} if limits else {},
-            "volumeMounts": mounts,
-        }],
-        "volumes": volumes,
-        "tolerations": tolerations,
-    }
-    if opts.node_selector:
-        pod_spec["nodeSelector"] = dict(opts.node_selector)
-    if opts.priority_class:
-        pod_spec["priorityClassName"] = opts.priority_class
-    if opts.service_account:
-        pod_spec["serviceAccountName"] = opts.service_account
-    if opts.image_pull_secret:
-        pod_spec["imagePullSecrets"] = [{"name": opts.image_pull_secret}]
     job_labels = {**labels, KUEUE_QUEUE: opts.queue} if opts.queue else dict(labels)  # Kueue reads the Job's
     spec: dict[str, object] = {
         "backoffLimit": 0,
@@ -121,7 +116,7 @@ def job_manifest(namespace: str, req: JobRequest, opts: KubeOptions) -> dict[str
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]},
         "ttlSecondsAfterFinished": opts.ttl_s or DEFAULT_TTL_S,
-        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        "template": {"metadata": {"labels": dict(labels)}, "spec": _pod_spec(name, req, opts)},
     }
     if opts.time_s:
         spec["activeDeadlineSeconds"] = opts.time_s

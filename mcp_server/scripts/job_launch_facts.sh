@@ -11,6 +11,11 @@ printf 'bytes=%s\n' "$(df -P -k -- "$root" | tail -n 1)"
 printf 'inodes=%s\n' "$(df -P -i -- "$root" | tail -n 1)"
 printf 'tmux=%s\nsetsid=%s\nsbatch=%s\n' "$(command -v tmux)" "$(command -v setsid)" "$(command -v sbatch)"
 if [ -d "$wd" ]; then printf 'workdir=%s\n' "$(cd -- "$wd" && pwd -P)"
+  # A push_code snapshot: its provenance (commit, branch, dirty) is the run's.
+  if [ -f "$wd/.rgt/manifest.sha" ] && [ -f "$wd/.rgt/provenance.json" ]; then
+    printf 'snapshot=%s\n' "$(basename -- "$(cd -- "$wd" && pwd -P)")"
+    printf 'snapshot_provenance=%s\n' "$(head -c 20000 "$wd/.rgt/provenance.json" | base64 | tr -d '\n')"
+  fi
   if command -v git >/dev/null 2>&1 && git -C "$wd" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     printf 'git_commit=%s\n' "$(git -C "$wd" rev-parse HEAD 2>/dev/null)"
     printf 'git_dirty=%s\n' "$(git -C "$wd" status --porcelain --untracked-files=no 2>/dev/null | head -c 1 | wc -c)"

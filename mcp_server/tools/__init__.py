@@ -10,8 +10,15 @@ import pkgutil
 
 from mcp.server import MCPServer
 
+from mcp_server.tools._index import TOOL_MODULES
 
-def register_all(server: MCPServer) -> None:
+
+def register_all(server: MCPServer, only_tool: str | None = None) -> None:
+    """Every tool, resource and prompt; with `only_tool` (a name _index knows), just the module
+    that registers that tool (a one-call CLI server)."""
+    if only_tool in TOOL_MODULES:
+        importlib.import_module(f"{__name__}.{TOOL_MODULES[only_tool]}").register(server)
+        return
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue

@@ -42,6 +42,9 @@ NameArg = Annotated[str | None, Field(
     description="run name (letters, digits . _ -): launching a live name returns that run instead of a second job")]
 WorkdirArg = Annotated[str | None, Field(
     description="absolute box directory to run in (default: the durable root)")]
+CodeArg = Annotated[str | None, Field(
+    description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir; its git commit, branch and "
+    "dirty flag go into the run record")]
 EnvArg = Annotated[dict[str, str] | None, Field(description="non-secret environment variables for the job")]
 SecretEnvArg = Annotated[list[str] | None, Field(
     description="NAMES of variables in the server's own environment to pass to the job over stdin; values never "
@@ -182,7 +185,7 @@ def _register_launch_detached(server: MCPServer) -> None:
     async def launch_detached(
         ctx: Context, command: CommandArg = None, host: HostArg = "local", hosts: HostsArg = None,
         commands: CommandsArg = None, max_concurrent: MaxConcurrentArg = 1, name: NameArg = None,
-        workdir: WorkdirArg = None, env: EnvArg = None, secret_env: SecretEnvArg = None,
+        workdir: WorkdirArg = None, code: CodeArg = None, env: EnvArg = None, secret_env: SecretEnvArg = None,
         backend: BackendArg = None, allow_fallback: AllowFallbackArg = False, probe_s: ProbeArg = 5.0,
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
@@ -207,7 +210,8 @@ def _register_launch_detached(server: MCPServer) -> None:
             if start_index != 1 and not commands:
                 raise ToolError("start_index applies to a queue: give `commands`")
             req = LaunchRequest(
-                command=command or "queue", name=name, workdir=workdir, env=env or {}, secret_env=secret_env or [],
+                command=command or "queue", name=name, workdir=workdir, code=code, env=env or {},
+                secret_env=secret_env or [],
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
                 output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-STEPS = ("audit_box", "launch_detached", "wait_for_run", "plot_run", "verify_artifacts", "run_probe (mde)",
+STEPS = ("audit_box", "push_code", "launch_detached", "wait_for_run", "plot_run", "verify_artifacts", "run_probe (mde)",
          "reconcile_evidence", "teardown (plan)")
 
 

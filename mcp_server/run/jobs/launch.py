@@ -6,15 +6,17 @@ up to `probe_s`, and report. Secrets travel on stdin only."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import time
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from mcp_server import __version__, scripts
-from mcp_server.errors import GateRefused, InputError, RgtError
+from mcp_server.errors import GateRefused, InputError, NotFoundError, RgtError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
 from mcp_server.hosts.kube_options import KubeOptions
@@ -47,6 +49,8 @@ class LaunchRequest(BaseModel):
     command: str = Field(min_length=1, max_length=64_000)
     name: str | None = None
     workdir: str | None = None
+    code: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[0-9a-f]{16}$",
+                             description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir")
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
     backend: Backend | None = Field(default=None, description="default: slurm on a Slurm login node, else shell")
@@ -113,14 +117,26 @@ def _disk_gate(spec: HostSpec, facts: dict[str, str], req: LaunchRequest) -> Non
         )
 
 
+def code_workdir(spec: HostSpec, req: LaunchRequest) -> str | None:
+    """The snapshot dir `code` names (<durable_root>/code/<project>/<id>); None without `code`."""
+    if not req.code:
+        return None
+    if req.workdir:
+        raise InputError("give code or workdir, not both: a snapshot is the run's workdir")
+    return f"{spec.durable_root.rstrip('/')}/code/{req.code}"
+
+
 async def read_facts(host: Host, spec: HostSpec, req: LaunchRequest) -> dict[str, str]:
     """Round trip 1: read-only facts; the disk gate refuses before anything is written."""
-    workdir = req.workdir or spec.durable_root
+    workdir = code_workdir(spec, req) or req.workdir or spec.durable_root
     script = job_script("job_launch_facts", path_word(spec.durable_root, "durable root"),
                         path_word(workdir, "workdir"), quote(req.name or ""))
     res = await host.run(script, timeout=20)
     res.check("reading launch facts", next_step="check the durable root is writable")
     facts = parse_kv(res.text)
+    if "workdir" not in facts and req.code:
+        raise NotFoundError(f"no snapshot {req.code} on the box", host=spec.name, path=workdir,
+                            next_step="push_code first (its result names project and snapshot_id)")
     if "workdir" not in facts:
         raise InputError("workdir does not exist on the box", host=spec.name, path=workdir,
                          next_step="create it or push the code first; give an absolute path or ~/...")
@@ -181,13 +197,26 @@ def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_i
         run_id=run_id, name=req.name if queue_id is None else None, host=spec.name, backend=backend,
         command=command, workdir=facts["workdir"], env=req.env, secret_env_names=sorted(secret_names),
         started_at=now, started_at_utc=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-        user=facts.get("user"), git_commit=facts.get("git_commit") or None,
-        git_dirty=(facts["git_dirty"].strip() not in ("", "0")) if "git_dirty" in facts else None,
+        user=facts.get("user"), **_git_facts(facts),
         host_facts={k: facts[k] for k in ("hostname", "uname", "gpus") if k in facts},
         queue_id=queue_id, server_version=__version__,
         outputs=RunOutputs(root=root, patterns=req.outputs) if req.outputs else None,
         sync=run_sync(root, req.sync_to_durable, facts["durable"], run_id),
     )
+
+
+def _git_facts(facts: dict[str, str]) -> dict[str, Any]:
+    """The code the run runs: a push_code snapshot's recorded provenance, else the workdir's git."""
+    if facts.get("snapshot"):
+        try:
+            prov = json.loads(base64.b64decode(facts.get("snapshot_provenance", "")))
+        except (ValueError, TypeError):
+            prov = {}
+        prov = prov if isinstance(prov, dict) else {}
+        return {"code_snapshot": facts["snapshot"], "git_commit": prov.get("git_commit"),
+                "git_dirty": prov.get("git_dirty"), "git_branch": prov.get("git_branch")}
+    return {"git_commit": facts.get("git_commit") or None,
+            "git_dirty": (facts["git_dirty"].strip() not in ("", "0")) if "git_dirty" in facts else None}
 
 
 def file_text(text: str) -> str:

@@ -83,6 +83,8 @@ class RunRecord(BaseModel):
     user: str | None = None
     git_commit: str | None = None
     git_dirty: bool | None = None
+    git_branch: str | None = None
+    code_snapshot: str | None = Field(default=None, description="the push_code snapshot id the run's workdir is")
     host_facts: dict[str, str] = Field(default_factory=dict)
     queue_id: str | None = None
     outputs: RunOutputs | None = None

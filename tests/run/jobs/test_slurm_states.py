@@ -70,7 +70,7 @@ def test_a_preempted_job_that_may_requeue_is_queued_not_failed() -> None:
 
 
 def test_pending_reasons_are_passed_on() -> None:
-    s = slurm_state(line(RUNNING_OWN, "PENDING|QOSMaxGPUPerUserLimit|", source="squeue"))
+    s = slurm_state(line(RUNNING_OWN, "PENDING|QOSMaxGRESPerUser|", source="squeue"))
     assert s.status == "queued" and "QOSMaxGRESPerUser" in evidence(s) and "(squeue)" in evidence(s)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from mcp_server import scripts
 from mcp_server.errors import InputError, RgtError
@@ -17,6 +18,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import quote
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.run.jobs.engines.base import RunDirEngine, state_lines
+from mcp_server.run.jobs.rundir import RunStatus
 from mcp_server.run.jobs.status import RunState, parse_state
 from mcp_server.settings import SLURM_POLL_S
 
@@ -57,13 +59,7 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
     if ended and requeue == "2" and own.status != "cancelled" and (state in QUEUED or state == "RUNNING"):
-        # A signal stopped an attempt of a job Slurm may run again (a requeue, a preemption): until
-        # Slurm says the job ended, that attempt's exit code is not the run's.
-        again = "queued" if state in QUEUED else "running"
-        return RunState(status=again, evidence=[
-            told, f"an attempt was stopped by a signal (exit {own.exit_code}); --requeue was asked, so Slurm runs "
-            "the job again" + (": its verdict comes at the next poll of Slurm" if age_s is not None else "")],
-            **common)
+        return _attempt_again(own, state, told, age_s, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
         if ended:
@@ -97,6 +93,15 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
                                "scontrol have no record of it" if job_id else
                                "no Slurm job id recorded: the submission never happened")
     return RunState(status="lost", evidence=[gone, "and the run left no exit code"], **common)
+
+
+def _attempt_again(own: RunState, state: str, told: str, age_s: float | None, common: dict[str, Any]) -> RunState:
+    """A signal stopped an attempt of a job Slurm may run again (a requeue, a preemption): until
+    Slurm says the job ended, that attempt's exit code is not the run's."""
+    again: RunStatus = "queued" if state in QUEUED else "running"
+    return RunState(status=again, evidence=[
+        told, f"an attempt was stopped by a signal (exit {own.exit_code}); --requeue was asked, so Slurm runs "
+        "the job again" + (": its verdict comes at the next poll of Slurm" if age_s is not None else "")], **common)
 
 
 # What sbatch says when it refuses a job (its own words, as Slurm 22-24 print them), what it means

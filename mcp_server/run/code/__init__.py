@@ -1,0 +1,1 @@
+"""Code onto the box: immutable, content-addressed snapshots of a local project (push_code)."""

@@ -1,0 +1,226 @@
+"""push_code: a local project onto the box as an immutable, content-addressed snapshot under
+<durable_root>/code/<project>/<snapshot-id>/. One round trip asks what the box has; batches of
+only the files it lacks go as tar streams over the open connection (no rsync or second
+connection needed on either end); the seal completes the tree from content the box already has,
+proves every hash and renames the snapshot into place. A snapshot is never changed once sealed,
+so a live run's code cannot move under it."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import json
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from mcp_server import scripts
+from mcp_server.errors import GateRefused, InputError, RgtError
+from mcp_server.hosts.base import Host, parse_kv
+from mcp_server.hosts.commands import check_name, path_word, quote
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.ledger import Ledger
+from mcp_server.progress import Report
+from mcp_server.run.code.snapshot import (
+    LocalFile,
+    Provenance,
+    check_caps,
+    hash_files,
+    manifest_text,
+    provenance,
+    select,
+    snapshot_id,
+)
+
+BATCH_BYTES = 32 * 1024 * 1024  # one tar stream per round trip, held in memory while it is sent
+SENDS_IN_FLIGHT = 2
+HEADROOM_BYTES = 1024**3  # the push leaves at least this much free on the box
+
+
+class PushResult(BaseModel):
+    host: str
+    project: str
+    snapshot_id: str
+    path: str = Field(description="the snapshot on the box: give it as launch_detached's workdir, or code=<id>")
+    outcome: str = Field(description="sealed (new), already_there (same tree pushed before: nothing sent)")
+    files: int
+    bytes_total: int
+    files_sent: int
+    bytes_sent: int
+    files_reused: int = Field(description="taken from content the box already had (earlier snapshots)")
+    files_resumed: int = Field(description="already staged by an interrupted push of the same tree")
+    symlinks_skipped: list[str] = Field(default_factory=list)
+    provenance: Provenance
+    seconds: float
+
+
+def code_dir(spec: HostSpec, project: str) -> str:
+    return f"{spec.durable_root.rstrip('/')}/code/{check_name(project, 'project')}"
+
+
+@functools.cache
+def _gnu_tar() -> bool:
+    try:
+        out = subprocess.run(["tar", "--version"], capture_output=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"GNU tar" in out
+
+
+def _tar(root: Path, files: list[LocalFile], extra: dict[str, bytes]) -> bytes:
+    """One batch as a tar stream: GNU tar when this machine has it (several times faster than
+    tarfile on a big batch), else Python's tarfile. Owners are not kept; modes and mtimes are."""
+    if _gnu_tar():
+        with tempfile.TemporaryDirectory(prefix="rgt-push-") as tmp:
+            for name, data in extra.items():
+                (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / name).write_bytes(data)
+            names = "".join(f.path + "\0" for f in files).encode()
+            extras = ["-C", tmp, *extra] if extra else []
+            res = subprocess.run(["tar", "-c", "-f", "-", "--owner=0", "--group=0", "--numeric-owner", *extras,
+                                  "-C", str(root), "--null", "--no-recursion", "-T", "-"],
+                                 input=names, capture_output=True, check=False)
+            if res.returncode != 0:
+                raise InputError("could not read the files to push: " + res.stderr.decode("utf-8", "replace")[-300:],
+                                 path=str(root), next_step="a file changed or vanished while pushing: push again")
+            return res.stdout
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in files:
+            info = tarfile.TarInfo(f.path)
+            info.size, info.mode = f.size, 0o755 if f.executable else 0o644
+            info.mtime = int((root / f.path).stat().st_mtime)
+            with (root / f.path).open("rb") as fh:
+                tar.addfile(info, fh)
+        for name, data in extra.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _batches(files: list[LocalFile]) -> list[list[LocalFile]]:
+    out: list[list[LocalFile]] = [[]]
+    size = 0
+    for f in files:
+        if out[-1] and size + f.size > BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(f)
+        size += f.size
+    return out
+
+
+@dataclass
+class _BoxHas:
+    """What the first round trip said: sealed already, room, contents the box has, files staged."""
+
+    exists: bool
+    avail: int | None
+    ifree: int | None
+    have: set[str]
+    staged: set[tuple[str, str]]
+
+
+async def _ask(host: Host, dir_word: str, sid: str) -> _BoxHas:
+    res = await host.run(scripts.command_words("code_have", dir_word, quote(sid)), timeout=30)
+    res.check("asking the box which files it has")
+    kv = parse_kv(res.text)
+    have, staged = set(), set()
+    for line in res.text.splitlines():
+        kind, _, rest = line.partition(" ")
+        sha, _, path = rest.partition(" ")
+        if kind == "have":
+            have.add(sha)
+        elif kind == "staged":
+            staged.add((sha, path))
+    avail, ifree = kv.get("df_avail", ""), kv.get("df_ifree", "")
+    return _BoxHas(kv.get("exists") == "1", int(avail) if avail.isdigit() else None,
+                   int(ifree) if ifree.isdigit() else None, have, staged)
+
+
+def _room(spec: HostSpec, where: str, box: _BoxHas, files: int, need: int) -> None:
+    if box.avail is not None and need + HEADROOM_BYTES > box.avail:
+        raise GateRefused(f"the box has {box.avail / 2**30:.1f} GiB free where the code goes; this push needs "
+                          f"{need / 2**30:.2f} GiB plus 1 GiB headroom", host=spec.name, path=where)
+    if box.ifree and files + 1000 > box.ifree:
+        raise GateRefused(f"the box has {box.ifree} free inodes where the code goes; this push needs {files} "
+                          "plus 1000 headroom", host=spec.name, path=where)
+
+
+async def _send(host: Host, root: Path, dir_word: str, sid: str, send: list[LocalFile], extra: dict[str, bytes],
+                progress: Report | None) -> None:
+    """The batches, two in flight (one travels while the box unpacks and checks the other), each
+    built in a thread while the previous ones are sent."""
+    batches = _batches(send)
+    need, sent = sum(f.size for f in send), 0
+    lane = asyncio.Semaphore(SENDS_IN_FLIGHT)
+
+    async def one(i: int, batch: list[LocalFile]) -> None:
+        nonlocal sent
+        async with lane:
+            sums = {f".rgt/batch-{i}.sha": manifest_text(batch).encode()}
+            payload = await asyncio.to_thread(_tar, root, batch, sums | (extra if i == len(batches) - 1 else {}))
+            got = await host.run(scripts.command_words("code_receive", dir_word, quote(sid), quote(str(i))),
+                                 stdin=payload, timeout=max(60.0, len(payload) / 2e6), max_output=65536)
+            if not got.ok:
+                raise RgtError("a batch did not arrive intact: " + (got.text + got.err_text).strip()[-400:],
+                               host=host.name, exit_status=got.exit_status,
+                               next_step="push again: files that arrived whole are not sent twice")
+            sent += sum(f.size for f in batch)
+            if progress is not None:
+                await progress(sent, need, f"sent {sent / 2**20:.1f} of {need / 2**20:.1f} MiB")
+
+    await asyncio.gather(*(one(i, b) for i, b in enumerate(batches)))
+
+
+async def push_code(host: Host, spec: HostSpec, source: str, project: str | None, *, exclude: list[str],
+                    max_file_mb: float, max_total_mb: float, ledger: Ledger | None,
+                    progress: Report | None = None) -> PushResult:
+    start = time.monotonic()
+    root = Path(source).expanduser()
+    if not root.is_dir():
+        raise InputError("source is not a local directory", path=source,
+                         next_step="give the project's root directory on the machine running this server")
+    project = check_name(project or root.resolve().name, "project")
+    paths, links = select(root, exclude)
+    if not paths:
+        raise InputError("nothing to push: every file is ignored or excluded", path=str(root))
+    files = hash_files(root, paths)
+    check_caps(files, max_file_mb, max_total_mb)
+    sid, where = snapshot_id(files), code_dir(spec, project)
+    dir_word = path_word(where, "code dir")
+    box = await _ask(host, dir_word, sid)
+    prov, diff = provenance(root, paths)
+
+    def result(outcome: str, sent: list[LocalFile], reused: int, resumed: int) -> PushResult:
+        return PushResult(host=spec.name, project=project, snapshot_id=sid, path=f"{where}/{sid}", outcome=outcome,
+                          files=len(files), bytes_total=sum(f.size for f in files), files_sent=len(sent),
+                          bytes_sent=sum(f.size for f in sent), files_reused=reused, files_resumed=resumed,
+                          symlinks_skipped=links[:50], provenance=prov, seconds=round(time.monotonic() - start, 3))
+
+    if box.exists:
+        return result("already_there", [], 0, 0)
+    send = [f for f in files if f.sha256 not in box.have and (f.sha256, f.path) not in box.staged]
+    resumed = sum((f.sha256, f.path) in box.staged for f in files)
+    _room(spec, where, box, len(send), sum(f.size for f in send))
+    extra = {".rgt/provenance.json": json.dumps(prov.model_dump(), indent=2).encode(),
+             **({".rgt/uncommitted.diff": diff} if diff else {})}
+    await _send(host, root, dir_word, sid, send, extra, progress)
+    sealed = await host.run(scripts.command_words("code_seal", dir_word, quote(sid)),
+                            stdin=manifest_text(files).encode(), timeout=120)
+    if not sealed.ok:
+        raise RgtError("the box could not seal the snapshot: " + (sealed.text + sealed.err_text).strip()[-600:],
+                       host=spec.name, path=f"{where}/{sid}", exit_status=sealed.exit_status,
+                       next_step="push again: files already staged are not sent twice")
+    if ledger is not None:
+        ledger.record("code_push", host=spec.name, summary=f"{project}/{sid}",
+                      data={"project": project, "snapshot_id": sid, "path": f"{where}/{sid}",
+                            **prov.model_dump(exclude={"untracked"})})
+    return result("sealed", send, len(files) - len(send) - resumed, resumed)

@@ -1,0 +1,50 @@
+"""fetch_data tool adapter."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from mcp_server.run.data.fetch import FetchRequest, FetchResult, fetch_data
+from mcp_server.tools._common import STARTS_WORK, app_of, tool_errors
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(name="fetch_data", annotations=STARTS_WORK)
+    async def fetch_data_tool(
+        ctx: Context,
+        dest: Annotated[str, Field(description="where it lands on the box, under the durable or scratch root: a "
+                                   "file for a URL, a directory for a Hugging Face repo", max_length=4096)],
+        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
+                                   "user@host[:port]")] = "local",
+        url: Annotated[str | None, Field(description="http(s) or ftp URL of one file")] = None,
+        hf_repo: Annotated[str | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
+        hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
+        revision: Annotated[str | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
+        sha256: Annotated[str | None, Field(description="for url: the file's expected SHA-256")] = None,
+        expected_gib: Annotated[float | None, Field(description="size to check room for when the source does not "
+                                                    "say (a repo, a URL without Content-Length)", gt=0)] = None,
+        token_env: Annotated[str | None, Field(description="NAME of a server environment variable holding the "
+                                               "token (HF_TOKEN for gated repos); the value travels like secret_env"
+                                               )] = None,
+        attempts: Annotated[int, Field(description="download attempts, with backoff between them", ge=1,
+                                       le=50)] = 8,
+    ) -> FetchResult:
+        """Download a model, dataset or file ON the box (not through this machine), as a detached job you can tail, wait for and cancel.
+
+        Checks free bytes and inodes against the size first and refuses before downloading;
+        resumes a partial file (curl -C -) or repo (hf download) across attempts with backoff;
+        verifies sha256 when given; writes a completion marker so calling again is a no-op
+        (outcome already_there). Hugging Face uses the box's HF_ENDPOINT mirror and HF_HOME
+        from prepare_box. Progress ("rgt-fetch: N of M bytes") shows in tail_logs.
+        See references://run-remote/code-and-data#fetch.
+        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            req = FetchRequest(url=url, hf_repo=hf_repo, hf_repo_type=hf_repo_type, revision=revision, dest=dest,
+                               sha256=sha256, expected_gib=expected_gib, token_env=token_env, attempts=attempts)
+            return await fetch_data(await app.pool.host(spec), spec, req, ledger=app.ledger, redactor=app.redactor)
