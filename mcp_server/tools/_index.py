@@ -7,6 +7,7 @@ TOOL_MODULES: dict[str, str] = {
     "verify_artifacts": "artifacts",
     "audit_box": "audit",
     "push_code": "code",
+    "prune_code": "code",
     "fetch_data": "data",
     "inspect_run": "inspect",
     "search_references": "knowledge_tools",

@@ -6,11 +6,17 @@ from typing import Annotated
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from mcp_server.run.code.prune import PrunePlan, PruneResult, confirm_prune, plan_prune
 from mcp_server.run.code.push import PushResult, push_code
-from mcp_server.tools._common import LAUNCH, app_of, tool_errors
+from mcp_server.tools._common import DESTRUCTIVE, LAUNCH, app_of, tool_errors
 from mcp_server.tools._progress import reporter
+
+
+class PruneOutput(BaseModel):
+    plan: PrunePlan | None = Field(default=None, description="set when called without a token")
+    result: PruneResult | None = Field(default=None, description="set when called with a token")
 
 
 def register(server: MCPServer) -> None:
@@ -45,3 +51,29 @@ def register(server: MCPServer) -> None:
             return await push_code(await app.pool.host(spec), spec, source, project, exclude=exclude or [],
                                    max_file_mb=max_file_mb, max_total_mb=max_total_mb, ledger=app.ledger,
                                    progress=reporter(ctx))
+
+    @server.tool(name="prune_code", annotations=DESTRUCTIVE)
+    async def prune_code_tool(
+        ctx: Context,
+        project: Annotated[str, Field(description="the project's name on the box (push_code's `project`)")],
+        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
+                                   "user@host[:port]")] = "local",
+        keep: Annotated[int, Field(description="always keep this many newest snapshots", ge=1, le=1000)] = 3,
+        token: Annotated[str | None, Field(description="omit for the plan; pass its token to delete exactly its "
+                                           "candidates")] = None,
+    ) -> PruneOutput:
+        """List a project's code snapshots, sizes and the runs naming them; delete old unused ones (plan, confirm).
+
+        Without a token: every snapshot (newest first) with its files, bytes and the runs
+        (run dirs on the box and launches in the ledger) that name it. A candidate is older than
+        the newest `keep`, not `latest`, and named by no run, so every recorded result still
+        leads to its exact code. With the plan's token: re-plans, refuses if the candidates
+        changed, deletes exactly them. See references://run-remote/code-and-data#snapshots.
+        """
+        app = app_of(ctx)
+        with tool_errors(app):
+            spec = app.pool.spec(host)
+            box = await app.pool.host(spec)
+            if token is None:
+                return PruneOutput(plan=await plan_prune(box, spec, project, keep, app.ledger))
+            return PruneOutput(result=await confirm_prune(box, spec, project, keep, token, app.ledger))

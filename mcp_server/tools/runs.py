@@ -20,6 +20,7 @@ from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult,
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
+from mcp_server.run.jobs.rerun import rerun_request
 from mcp_server.run.jobs.rundir import RunStatus
 from mcp_server.run.jobs.runscan import DEFAULT_LIMIT, MAX_LIMIT, RunFilter, parse_since
 from mcp_server.run.jobs.slurm_array import launch_array
@@ -42,6 +43,9 @@ NameArg = Annotated[str | None, Field(
     description="run name (letters, digits . _ -): launching a live name returns that run instead of a second job")]
 WorkdirArg = Annotated[str | None, Field(
     description="absolute box directory to run in (default: the durable root)")]
+RerunArg = Annotated[str | None, Field(
+    description="a run id: launch it again with the identical config (command, workdir or snapshot, env, secret "
+    "names, engine, outputs) under a new run id that names it; give no command")]
 CodeArg = Annotated[str | None, Field(
     description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir; its git commit, branch and "
     "dirty flag go into the run record")]
@@ -139,6 +143,10 @@ class ListRunsResult(BaseModel):
 
 async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report | None = None) -> LaunchResult:
     spec = app.pool.spec(name)
+    if req.rerun_of:
+        if spec.kind == "kubernetes":
+            raise InputError("rerun_of is not available on a Kubernetes host yet: launch the same command again")
+        req = await rerun_request(await app.pool.host(spec), spec, req.rerun_of, req)
     if spec.kind == "kubernetes":
         (one,) = await kube.launch(app, spec, [req.command], req)
         return one
@@ -190,7 +198,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         relaunch: RelaunchArg = False, min_free_gib: MinFreeGibArg = 5.0, min_free_inodes: MinFreeInodesArg = 10000,
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
         start_index: StartIndexArg = 1, on_exit: OnExitArg = None, slurm: SlurmArg = None,
-        login_node_reason: LoginNodeArg = None, kubernetes: KubeArg = None,
+        login_node_reason: LoginNodeArg = None, kubernetes: KubeArg = None, rerun_of: RerunArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -205,8 +213,11 @@ def _register_launch_detached(server: MCPServer) -> None:
         with tool_errors(app):
             if commands and (command or hosts):
                 raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
-            if not commands and not command:
-                raise ToolError("give `command` (or `commands` for a queue)")
+            if rerun_of and (command or commands or hosts):
+                raise ToolError("rerun_of repeats the old run's own command on its host: give no command, commands "
+                                "or hosts")
+            if not commands and not command and not rerun_of:
+                raise ToolError("give `command` (or `commands` for a queue, or `rerun_of`)")
             if start_index != 1 and not commands:
                 raise ToolError("start_index applies to a queue: give `commands`")
             req = LaunchRequest(
@@ -215,7 +226,7 @@ def _register_launch_detached(server: MCPServer) -> None:
                 backend=backend, allow_fallback=allow_fallback, probe_s=probe_s, relaunch=relaunch,
                 min_free_gib=min_free_gib, min_free_inodes=min_free_inodes, outputs=outputs or [],
                 output_root=output_root, sync_to_durable=sync_to_durable or [], on_exit=on_exit, slurm=slurm,
-                login_node_reason=login_node_reason, kubernetes=kubernetes)
+                login_node_reason=login_node_reason, kubernetes=kubernetes, rerun_of=rerun_of)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
             return await _launch(app, host, hosts, req, reporter(ctx))

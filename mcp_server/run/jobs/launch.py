@@ -53,6 +53,7 @@ class LaunchRequest(BaseModel):
                              description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir")
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
+    rerun_of: str | None = Field(default=None, description="the run this launch repeats (set by rerun_request)")
     backend: Backend | None = Field(default=None, description="default: slurm on a Slurm login node, else shell")
     login_node_reason: str | None = Field(default=None, max_length=500,
                                           description="why a shell/tmux job runs on a Slurm login node")
@@ -199,7 +200,7 @@ def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_i
         started_at=now, started_at_utc=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
         user=facts.get("user"), **_git_facts(facts),
         host_facts={k: facts[k] for k in ("hostname", "uname", "gpus") if k in facts},
-        queue_id=queue_id, server_version=__version__,
+        queue_id=queue_id, server_version=__version__, rerun_of=req.rerun_of,
         outputs=RunOutputs(root=root, patterns=req.outputs) if req.outputs else None,
         sync=run_sync(root, req.sync_to_durable, facts["durable"], run_id),
     )
@@ -302,7 +303,9 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
                         "durable_root": spec.durable_root, "status": result.state.status,
                         "exit_code": result.state.exit_code,
                         "outputs": record.outputs.model_dump() if record.outputs else None,
-                        "sync": record.sync.model_dump() if record.sync else None})
+                        "sync": record.sync.model_dump() if record.sync else None,
+                        "code_snapshot": record.code_snapshot, "git_commit": record.git_commit,
+                        "rerun_of": record.rerun_of})
 
 
 async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledger | None,

@@ -85,6 +85,7 @@ class RunRecord(BaseModel):
     git_dirty: bool | None = None
     git_branch: str | None = None
     code_snapshot: str | None = Field(default=None, description="the push_code snapshot id the run's workdir is")
+    rerun_of: str | None = Field(default=None, description="the run this one repeats with the identical config")
     host_facts: dict[str, str] = Field(default_factory=dict)
     queue_id: str | None = None
     outputs: RunOutputs | None = None

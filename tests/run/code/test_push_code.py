@@ -165,3 +165,29 @@ async def test_a_folder_inside_a_repo_follows_the_repos_gitignore_and_provenance
     snap = target / "code/bert" / r["snapshot_id"]
     assert set(tree(snap)) == {"train.py"}, "the repo's own .gitignore (above the folder) applies"
     assert r["provenance"]["git_commit"] and r["provenance"]["git_dirty"] is False
+
+
+async def test_prune_plans_then_deletes_only_old_snapshots_no_run_names(
+        client: Any, project: Path, target: Path) -> None:
+    ids = []
+    for lr in ("0.1", "0.2", "0.3", "0.4"):
+        (project / "configs/a.yaml").write_text(f"lr: {lr}\n")
+        ids.append((await push(client, project))["snapshot_id"])
+    await client.call_tool("launch_detached", {"host": "gpu1", "command": "true", "code": f"bert-ft/{ids[0]}",
+                                               "probe_s": 0})
+    plan = structured(await client.call_tool("prune_code", {"host": "gpu1", "project": "bert-ft", "keep": 2}))["plan"]
+    verdicts = {s["snapshot_id"]: s["verdict"] for s in plan["snapshots"]}
+    assert verdicts[ids[0]] == "named by 1 run(s)", "the code of a recorded run stays"
+    assert verdicts[ids[1]] == "candidate" and plan["candidates"] == [ids[1]]
+    assert verdicts[ids[3]] == "latest"
+    assert (target / "code/bert-ft" / ids[1]).exists(), "a plan deletes nothing"
+    done = structured(await client.call_tool("prune_code", {"host": "gpu1", "project": "bert-ft", "keep": 2,
+                                                            "token": plan["token"]}))["result"]
+    assert done["pruned"] == [ids[1]] and not (target / "code/bert-ft" / ids[1]).exists()
+    assert all((target / "code/bert-ft" / i).exists() for i in (ids[0], ids[2], ids[3]))
+    replay = error_text(await client.call_tool("prune_code", {"host": "gpu1", "project": "bert-ft", "keep": 2,
+                                                               "token": plan["token"]}))
+    assert "GATE_REFUSED" in replay
+    (project / "configs/a.yaml").write_text("lr: 0.2\n")
+    again = await push(client, project)
+    assert again["snapshot_id"] == ids[1] and again["outcome"] == "sealed", "a pruned snapshot can be pushed again"
