@@ -23,6 +23,7 @@ from mcp_server.kube.client import api_errors, open_client
 from mcp_server.kube.manifests import (
     ANNOTATION_CELLS,
     ANNOTATION_COMMAND,
+    CONTAINER,
     LABEL_NAME,
     LABEL_RUN,
     MANAGED_BY,
@@ -32,7 +33,7 @@ from mcp_server.kube.manifests import (
     object_name,
     secret_manifest,
 )
-from mcp_server.kube.states import run_state
+from mcp_server.kube.states import latest_pod, run_state
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.rundir import check_run_id, new_run_id
@@ -235,12 +236,30 @@ async def _delete_secret(kh: KubeHost, name: str) -> None:
         pass
 
 
-async def cancel(kh: KubeHost, run_id: str, ledger: Ledger | None, reason: str | None = None) -> RunState:
-    """Delete the run's Job (its pods get SIGTERM and their grace period; foreground: the Job goes
-    after its pods) and its Secret. A sweep's cell cancels the whole Indexed Job."""
+async def _signal_first(kh: KubeHost, run_id: str, signal: str, grace_s: float) -> str:
+    """Send `signal` to every process of the run's running pod but its PID 1 (the entry script),
+    by exec, then give it `grace_s` to act (a checkpoint on USR1) before the deletion's TERM."""
+    run = (await kh.runs()).get(run_id)
+    pod = latest_pod(run.pods) if run is not None else None
+    if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+        return f"no running pod to send SIG{signal} to"
+    name = str((pod.get("metadata") or {}).get("name"))
+    async with api_errors(kh.spec.name, f"sending SIG{signal} in pod {name}"):
+        await kh.client.exec(name, container=CONTAINER, command=["bash", "-c", f"kill -s {signal} -- -1"],
+                             stdin=b"", stdout=True, stderr=True, decode=None)
+    await asyncio.sleep(grace_s)
+    return f"SIG{signal} sent to the processes of pod {name}, then {grace_s:g} s of grace"
+
+
+async def cancel(kh: KubeHost, run_id: str, ledger: Ledger | None, reason: str | None = None,
+                 signal_first: str | None = None, grace_s: float = 5.0) -> RunState:
+    """Optionally signal the run's processes first (USR1: checkpoint), then delete the run's Job
+    (its pods get SIGTERM and their grace period; foreground: the Job goes after its pods); the
+    Secret it owns goes with it. A sweep's cell cancels the whole Indexed Job."""
     before = await kh.state(run_id, ledger)
     if before.status in ENDED:
         return before
+    first = await _signal_first(kh, run_id, signal_first, grace_s) if signal_first else None
     job, _ = _job_of(run_id, ledger, kh.spec.name)
     if ledger is not None:
         ledger.record("cancel", host=kh.spec.name, run_id=run_id, summary=reason or "cancel_run",
@@ -248,8 +267,8 @@ async def cancel(kh: KubeHost, run_id: str, ledger: Ledger | None, reason: str |
     async with api_errors(kh.spec.name, "deleting the run's Job"):
         await kh.client.delete(Job, job, cascade=CascadeType.FOREGROUND)
     await _delete_secret(kh, job)
-    return RunState(status="cancelled", evidence=[f"Job {job} deleted (foreground: its pods got SIGTERM and their "
-                                                  "grace period); its Secret deleted"])
+    return RunState(status="cancelled", evidence=[*([first] if first else []), f"Job {job} deleted (foreground: its "
+                                                  "pods got SIGTERM and their grace period); its Secret deleted"])
 
 
 def summary_fields(run: KubeRun) -> dict[str, Any]:

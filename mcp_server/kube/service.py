@@ -58,14 +58,15 @@ async def list_runs(app: App, spec: HostSpec, *, limit: int, where: RunFilter | 
     return await list_kube_runs(app.pool.kube(spec), app.ledger, limit=limit, where=where)
 
 
-async def cancel(app: App, spec: HostSpec, run_id: str, reason: str | None) -> CancelResult:
+async def cancel(app: App, spec: HostSpec, run_id: str, reason: str | None, signal_first: str | None = None,
+                 grace_s: float = 5.0) -> CancelResult:
     kh = app.pool.kube(spec)
     before = await kh.state(run_id, app.ledger)
     if before.status in ENDED:
         code = f" (exit code {before.exit_code})" if before.exit_code is not None else ""
         return CancelResult(host=spec.name, run_id=run_id, changed=False, status_before=before.status, state=before,
                             message=f"the run had already ended: {before.status}{code}; nothing was changed")
-    after = await kruns.cancel(kh, run_id, app.ledger, reason)
+    after = await kruns.cancel(kh, run_id, app.ledger, reason, signal_first, grace_s)
     return CancelResult(host=spec.name, run_id=run_id, changed=True, status_before=before.status, state=after,
                         message="the Job was deleted: Kubernetes sent its pods SIGTERM and their grace period "
                         "(30 s); a sweep's Job holds every cell, so each cell ends with it")

@@ -58,7 +58,7 @@ def _register_cancel_run(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
-                return await kube.cancel(app, spec, run_id, reason)
+                return await kube.cancel(app, spec, run_id, reason, signal_first, grace_s)
             if is_array_id(run_id):
                 mark = cancel_record(run_id, _who(ctx), reason, signal_first, grace_s)
                 return await cancel_array(await app.pool.host(spec), spec, run_id, mark, signal_first=signal_first,

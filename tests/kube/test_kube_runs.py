@@ -177,3 +177,13 @@ async def test_box_only_launch_arguments_are_refused_by_name(kube: KubeApi, clie
                                                                  "on_exit": "curl example.org"}))
     assert "on_exit" in text and "Kubernetes" in text
     assert kube.jobs == {}
+
+
+async def test_cancel_with_a_first_signal_reaches_the_running_pod_before_the_delete(kube: KubeApi, client: Any) -> None:
+    run = await launch(client)
+    pod = kube.apply(kube.job_names()[0], "running")
+    res = structured(await client.call_tool("cancel_run", {"host": HOST, "run_id": run["run_id"],
+                                                           "signal_first": "USR1", "grace_s": 0.2}))
+    assert kube.signals == [(pod, "kill -s USR1 -- -1")], "every process but the entry script (PID 1)"
+    assert res["state"]["status"] == "cancelled" and "SIGUSR1 sent" in " ".join(res["state"]["evidence"])
+    assert kube.jobs == {}

@@ -35,6 +35,7 @@ from mcp_server.run.code.snapshot import (
     manifest_text,
     provenance,
     select,
+    sizes,
     snapshot_id,
 )
 
@@ -192,8 +193,8 @@ async def push_code(host: Host, spec: HostSpec, source: str, project: str | None
     paths, links = select(root, exclude)
     if not paths:
         raise InputError("nothing to push: every file is ignored or excluded", path=str(root))
+    check_caps(sizes(root, paths), max_file_mb, max_total_mb)  # before reading a 40 GB data/ to hash it
     files = hash_files(root, paths)
-    check_caps(files, max_file_mb, max_total_mb)
     sid, where = snapshot_id(files), code_dir(spec, project)
     dir_word = path_word(where, "code dir")
     box = await _ask(host, dir_word, sid)

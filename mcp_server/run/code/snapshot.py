@@ -103,6 +103,15 @@ def hash_files(root: Path, paths: list[str]) -> list[LocalFile]:
     return out
 
 
+def sizes(root: Path, paths: list[str]) -> list[LocalFile]:
+    """Sizes only (no hash yet): enough to refuse an oversized tree before reading it."""
+    out = []
+    for rel in paths:
+        st = (root / rel).stat()
+        out.append(LocalFile(rel, st.st_size, "", bool(st.st_mode & 0o111)))
+    return out
+
+
 def check_caps(files: list[LocalFile], max_file_mb: float, max_total_mb: float) -> None:
     """Refuse, naming the largest offenders, a file or a tree over its cap (a forgotten data/ or
     checkpoint pushed as code)."""

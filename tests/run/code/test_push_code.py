@@ -85,20 +85,23 @@ async def test_the_same_tree_sends_nothing_and_a_changed_line_sends_one_file(
     assert again["snapshot_id"] == first["snapshot_id"]
     old = target / "code/bert-ft" / first["snapshot_id"]
     before = tree(old)
+    live = structured(await client.call_tool("launch_detached", {
+        "host": "gpu1", "command": "sleep 30", "code": f"bert-ft/{first['snapshot_id']}", "probe_s": 0}))
     (project / "configs/a.yaml").write_text("lr: 0.0003\n")
     changed = await push(client, project)
     assert changed["snapshot_id"] != first["snapshot_id"]
     assert changed["files_sent"] == 1 and changed["files_reused"] == 4
     assert tree(old) == before, "the old snapshot (a live run's code) keeps its exact bytes"
+    await client.call_tool("cancel_run", {"host": "gpu1", "run_id": live["outcomes"][0]["launch"]["run_id"]})
     assert (target / "code/bert-ft" / changed["snapshot_id"] / "configs/a.yaml").read_text() == "lr: 0.0003\n"
 
 
 async def test_an_oversized_file_is_refused_by_name_and_nothing_is_sent(client: Any, project: Path,
                                                                       target: Path) -> None:
     with (project / "weights.bin").open("wb") as f:
-        f.truncate(30 * 2**20)
+        f.truncate(200 * 2**20)
     text = error_text(await client.call_tool("push_code", {"host": "gpu1", "source": str(project)}))
-    assert "weights.bin (30.0 MiB)" in text and "max_file_mb=20" in text and "exclude" in text
+    assert "weights.bin (200.0 MiB)" in text and "max_file_mb=20" in text and "exclude" in text
     assert not (target / "code").exists() or not any((target / "code/bert-ft").glob("[0-9a-f]*"))
     r = await push(client, project, exclude=["weights.bin"])
     assert r["outcome"] == "sealed" and "weights.bin" not in tree(target / "code/bert-ft" / r["snapshot_id"])
@@ -191,3 +194,43 @@ async def test_prune_plans_then_deletes_only_old_snapshots_no_run_names(
     (project / "configs/a.yaml").write_text("lr: 0.2\n")
     again = await push(client, project)
     assert again["snapshot_id"] == ids[1] and again["outcome"] == "sealed", "a pruned snapshot can be pushed again"
+
+
+async def test_a_push_whose_connection_drops_mid_way_leaves_no_snapshot_and_resumes(
+        project: Path, target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection drops after the first batch (the host raises as a dropped SSH channel does):
+    no snapshot appears under its id, and the next push sends only what did not arrive."""
+    from mcp_server.app import App
+    from mcp_server.errors import TransportError
+    from mcp_server.run.code import push as push_mod
+    from mcp_server.settings import Settings
+
+    for i in range(40):
+        (project / f"src/mod{i:02d}.py").write_bytes(os.urandom(20_000))
+    monkeypatch.setattr(push_mod, "BATCH_BYTES", 100_000)
+    monkeypatch.setattr(push_mod, "SENDS_IN_FLIGHT", 1)
+    app = App(Settings.from_env())
+    spec = app.pool.spec("gpu1")
+    host = await app.pool.host(spec)
+    real, received = host.run, []
+
+    async def dropping(script: str, **kw: Any) -> Any:
+        if "code_receive" in script or "staging dir" in script:
+            if received:
+                raise TransportError("connection lost", host="gpu1")
+            received.append(1)
+        return await real(script, **kw)
+
+    monkeypatch.setattr(host, "run", dropping)
+    with pytest.raises(TransportError):
+        await push_mod.push_code(host, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
+                                 ledger=None)
+    code = target / "code/bert-ft"
+    assert not [p for p in code.iterdir() if len(p.name) == 16], "no half snapshot under an id"
+    monkeypatch.setattr(host, "run", real)
+    done = await push_mod.push_code(host, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
+                                    ledger=None)
+    assert done.outcome == "sealed" and done.files_resumed > 0 and done.files_sent < done.files
+    snap = code / done.snapshot_id
+    assert tree(snap) == {k: v for k, v in tree(project).items() if not k.startswith(("data/", ".git/"))}
+    await app.close()
