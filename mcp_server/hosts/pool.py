@@ -44,6 +44,13 @@ class HostSpec:
     api_base: str | None = None
     slurm: SlurmOptions | None = None
     kubernetes: KubeOptions | None = None
+    verify_roots: tuple[str, ...] = ()
+
+    @property
+    def result_roots(self) -> list[str]:
+        """Where verify_artifacts may read results on this box: the durable and scratch roots and
+        the inventory's verify_roots."""
+        return list(dict.fromkeys((self.durable_root, self.scratch_root, *self.verify_roots)))
 
 
 def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
@@ -71,6 +78,7 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
         api_base=entry.api_base,
         slurm=entry.slurm,
         kubernetes=entry.kubernetes,
+        verify_roots=tuple(entry.verify_roots),
     )
 
 

@@ -12,7 +12,8 @@ from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.run.jobs.rundir import declared_outputs
+from mcp_server.ledger import Ledger
+from mcp_server.run.jobs.rundir import RunOutputs, declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 from mcp_server.verify.artifacts.cells import CellSpec
@@ -45,6 +46,18 @@ AcceptFromArg = Annotated[str | None, Field(
     "bundle at `root` against the producer's manifest")]
 CompareWithArg = Annotated[int | None, Field(
     description="accept mode: an earlier acceptance id to compare with, file by file (needs another machine)")]
+
+
+def launched_outputs(ledger: Ledger, host: str, run_id: str) -> RunOutputs | None:
+    """The outputs this server recorded when it launched the run: trusted over the box's own
+    run.json, which anyone on the box can rewrite (to point the pull at /etc, say)."""
+    for ev in ledger.events("launch", host=host, run_id=run_id, limit=1):
+        found = ev.data.get("outputs")
+        if isinstance(found, dict):
+            return RunOutputs.model_validate(found)
+        raise InputError(f"run {run_id} declared no outputs when it was launched", host=host,
+                         next_step="pass root and roster (the files that must exist)")
+    return None
 
 
 async def _box(app: App, spec: HostSpec) -> Host:
@@ -91,7 +104,8 @@ def register(server: MCPServer) -> None:
             box = await _box(app, spec)
             producer = app.pool.spec(accept_from).name if accept_from else None
             if run_id and not producer and (root is None or (roster is None and cells is None)):
-                outputs = await declared_outputs(box, spec.durable_root, run_id)
+                outputs = launched_outputs(app.ledger, spec.name, run_id) or \
+                    await declared_outputs(box, spec.durable_root, run_id)
                 root, roster = root or outputs.root, roster or outputs.patterns
             if not root or not (roster or cells or producer):
                 raise InputError("give root and roster (or cells), or the run_id of a run that declared outputs")

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -78,8 +79,9 @@ class Manifest(BaseModel):
         return (json.dumps(self.model_dump(by_alias=True), sort_keys=True, indent=2) + "\n").encode()
 
 
-def listing_script(root: str) -> str:
-    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(MAX_LIST + 1)))
+def listing_script(root: str, allowed: Sequence[str] = ()) -> str:
+    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(MAX_LIST + 1)),
+                                 *(path_word(a, "allowed root") for a in allowed))
 
 
 @dataclass(frozen=True)
@@ -114,12 +116,20 @@ def _float(text: str | None) -> float | None:
         return None
 
 
-async def list_root(host: Host, root: str) -> tuple[RootFacts, list[RemoteEntry]]:
-    res = await host.run(listing_script(root), timeout=30)
+async def list_root(host: Host, root: str, allowed: Sequence[str] = ()) -> tuple[RootFacts, list[RemoteEntry]]:
+    """The root's facts and entries; with `allowed`, the root's real path must be under one of
+    those roots (a box's own run.json or a misled agent cannot point the pull at /etc)."""
+    res = await host.run(listing_script(root, allowed), timeout=30)
     res.check("listing the result root")
     if res.stdout.startswith(b"RGT-NOROOT"):
         raise InputError("the result root does not exist on the box", host=host.name, path=root,
                          next_step="pass the directory that holds the results (absolute or ~/...)")
+    if res.stdout.startswith(b"RGT-OUTSIDE"):
+        real = res.stdout.decode("utf-8", "replace").split(" ", 1)[-1].strip()
+        raise InputError("refused: the result root is outside the roots verify_artifacts reads", host=host.name,
+                         path=root, observed=real, expected=f"under {' or '.join(allowed)}",
+                         next_step="write results under the durable or scratch root, or list the directory in "
+                         "the host's verify_roots (inventory)")
     head, _, body = res.stdout.partition(b"RGT-LIST\n")
     facts = RootFacts.parse(head.decode("utf-8", "replace"), host.name, root)
     entries = parse_listing(body)

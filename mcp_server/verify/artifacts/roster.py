@@ -105,13 +105,14 @@ def _escapes(path: str, target: str) -> bool:
 
 
 def parse_listing(data: bytes) -> list[RemoteEntry]:
-    """`find -printf '%y\\t%s\\t%T@\\t%P\\t%l\\0'` output -> entries."""
+    """`find -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0'` output -> entries: five NUL-terminated fields
+    each, so no character in a name (a TAB, a newline) can move a field; a name with a control
+    character is listed as it is and refused by the roster (unsafe_name)."""
+    fields = data.split(b"\0")
     out = []
-    for rec in data.split(b"\0"):
-        if not rec:
-            continue
-        parts = rec.decode("utf-8", "surrogateescape").split("\t", 4)
-        if len(parts) == 5 and parts[1].isdigit():
-            out.append(RemoteEntry(kind=parts[0], size=int(parts[1]), mtime=float(parts[2] or 0),
-                                   path=parts[3], target=parts[4]))
+    for i in range(0, len(fields) - 4, 5):
+        kind, size, mtime, path, target = (f.decode("utf-8", "surrogateescape") for f in fields[i:i + 5])
+        if kind not in ("f", "l") or not size.isdigit():
+            break  # the stream is cut or not ours: never guess the fields after it
+        out.append(RemoteEntry(kind=kind, size=int(size), mtime=float(mtime or 0), path=path, target=target))
     return out

@@ -109,7 +109,7 @@ async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullSt
                    progress: Progress | None) -> int:
     """List the root, learn who holds it and who checks it, and name local tamper: all at once."""
     (facts, entries), state.producer, state.verifier, tampered = await asyncio.gather(
-        list_root(host, req.root), read_identity(host), this_machine(),
+        list_root(host, req.root, spec.result_roots), read_identity(host), this_machine(),
         asyncio.to_thread(local_changes, dest, state.files))
     res = resolve(state.roster, entries)
     state.listing = Listing(

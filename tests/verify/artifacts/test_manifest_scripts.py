@@ -92,3 +92,19 @@ async def test_a_manifest_is_kept_one_per_run_in_the_state_dir_and_replaced_atom
     assert sorted(p.name for p in (state / ".rgt" / "manifests").iterdir()) == ["run-1.json"]  # no tmp left
     assert manifest_path(str(state), None, str(data)) != manifest_path(str(state), None, str(tmp_path))
     assert "/.rgt/manifests/_" in manifest_path(str(state), "../x", str(data))  # a label never escapes
+
+
+async def test_security_a_tab_or_newline_in_a_name_cannot_turn_a_symlink_into_a_file(any_host: Host,
+                                                                                   tmp_path: Path) -> None:
+    """The attack the old tab-separated listing fell for: a sibling directory whose name holds a
+    TAB shifted the fields, and a symlink out of the root was listed as a regular file."""
+    root = tmp_path / "results"
+    (root / "a\tf\t1\t0").mkdir(parents=True)
+    (root / "a\tf\t1\t0" / "w.bin").symlink_to("/etc/passwd")
+    (root / "new\nline").mkdir()
+    (root / "new\nline" / "ok.txt").write_text("fine")
+    _, entries = await list_root(any_host, str(root))
+    by = {e.path: e for e in entries}
+    assert by["a\tf\t1\t0/w.bin"].kind == "l" and by["a\tf\t1\t0/w.bin"].target == "/etc/passwd"
+    assert by["new\nline/ok.txt"].kind == "f" and by["new\nline/ok.txt"].size == 4
+    assert len(entries) == 2

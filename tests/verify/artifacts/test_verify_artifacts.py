@@ -181,3 +181,28 @@ async def test_pack_pulls_a_directory_of_small_files_through_the_tool_and_verifi
     dest = Path(r["dest"])
     assert all((dest / "samples" / f"{i:04d}.json").read_text() == json.dumps({"i": i}) for i in range(300))
     assert sum(v["ok"] for v in r["verdicts"]) == 200  # the first 200 verdicts come back; all pass
+
+
+async def test_security_a_root_outside_the_boxs_roots_is_refused(results, client, tmp_path) -> None:
+    outside = tmp_path.parent / (tmp_path.name + "-elsewhere")
+    outside.mkdir()
+    (outside / "a.json").write_text("{}")
+    text = error_text(await client.call_tool("verify_artifacts", {"host": "gpu1", "root": str(outside),
+                                                                  "roster": ["a.json"]}))
+    assert "outside the roots verify_artifacts reads" in text and str(tmp_path) in text
+    etc = error_text(await client.call_tool("verify_artifacts", {"host": "gpu1", "root": "/etc",
+                                                                 "roster": ["hostname"]}))
+    assert "outside the roots" in etc
+    assert not Path("/etc/.rgt").exists()
+
+
+async def test_security_a_rewritten_run_json_cannot_send_the_pull_elsewhere(results, client) -> None:
+    launched = structured(await client.call_tool("launch_detached", {
+        "host": "gpu1", "command": "mkdir -p out && echo '{\"acc\": 0.9}' > out/metrics.json", "workdir": str(results),
+        "outputs": ["out/metrics.json"], "probe_s": 3}))["outcomes"][0]["launch"]
+    run_json = Path(launched["run_dir"]) / "run.json"
+    record = json.loads(run_json.read_text())
+    record["outputs"] = {"root": "/etc", "patterns": ["passwd", "shadow"]}
+    run_json.write_text(json.dumps(record))
+    r = await until_done(client, run_id=launched["run_id"])
+    assert r["root"] == str(results) and r["passed"] and r["files_total"] == 1, "the ledger's record wins"
