@@ -3,9 +3,7 @@ host: launch (one Job, or one Indexed Job for `commands`), tail, list, wait and 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
@@ -17,8 +15,8 @@ from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, secret_value
 from mcp_server.run.jobs.listing import HostRuns
 from mcp_server.run.jobs.logs import TailResult
 from mcp_server.run.jobs.runscan import RunFilter
-from mcp_server.run.jobs.status import ENDED, RunState
-from mcp_server.run.jobs.wait import POLL_S, PROGRESS_EVERY_S, Progress, WaitResult, wait_message
+from mcp_server.run.jobs.status import ENDED
+from mcp_server.run.jobs.wait import POLL_S, Progress, WaitResult, wait_on
 
 _NOT_ON_KUBERNETES = {"outputs": "outputs", "output_root": "output_root", "sync_to_durable": "sync_to_durable",
                       "on_exit": "on_exit", "slurm": "slurm", "login_node_reason": "login_node_reason"}
@@ -75,28 +73,9 @@ async def cancel(app: App, spec: HostSpec, run_id: str, reason: str | None, sign
 async def wait(app: App, spec: HostSpec, run_id: str, *, timeout_s: float, progress: Progress | None,
                poll_s: float = POLL_S) -> WaitResult:
     kh = app.pool.kube(spec)
-    start = time.monotonic()
 
     async def poll() -> TailResult:
         return await tail(kh, run_id, redactor=app.redactor, ledger=app.ledger, offset=None, max_bytes=4096,
                           lines=1)
 
-    read = await poll()
-    initial = read.state or RunState(status="unknown")
-    polls, last_report = 1, -PROGRESS_EVERY_S
-    while True:
-        state = read.state or initial
-        ended, changed = state.status in ENDED, state.status != initial.status
-        waited = time.monotonic() - start
-        if ended or changed or waited >= timeout_s:
-            break
-        if progress is not None and waited - last_report >= PROGRESS_EVERY_S:
-            last_report = waited
-            await progress(waited, f"{state.status}, {waited:.0f} s: {read.text.strip()[-200:] or '(no output yet)'}")
-        await asyncio.sleep(min(poll_s, max(0.0, timeout_s - waited)))
-        read, polls = await poll(), polls + 1
-    last = next((ln for ln in reversed(read.text.splitlines()) if ln.strip()), None)
-    return WaitResult(host=spec.name, run_id=run_id, ended=ended, changed=changed, state=state,
-                      status_at_start=initial.status, waited_s=round(waited, 2), polls=polls, last_line=last,
-                      log_offset=read.size, signatures=read.signatures,
-                      message=wait_message(ended, changed, state, waited))
+    return await wait_on(spec.name, run_id, poll, timeout_s=timeout_s, progress=progress, poll_s=poll_s)

@@ -64,11 +64,17 @@ async def wait_for_run(host: Host, spec: HostSpec, run_id: str, *, redactor: Red
                        timeout_s: float = DEFAULT_WAIT_S, progress: Progress | None = None,
                        poll_s: float = POLL_S) -> WaitResult:
     """Poll the run until its state changes, it ends, or timeout_s passes."""
-    start = time.monotonic()
 
     async def poll() -> TailResult:
         return await tail_logs(host, spec, redactor=redactor, run_id=run_id, lines=1, max_bytes=_TAIL_BYTES)
 
+    return await wait_on(spec.name, run_id, poll, timeout_s=timeout_s, progress=progress, poll_s=poll_s)
+
+
+async def wait_on(host: str, run_id: str, poll: Callable[[], Awaitable[TailResult]], *, timeout_s: float,
+                  progress: Progress | None, poll_s: float) -> WaitResult:
+    """The wait itself, over any engine's one-line tail (`poll`): run dirs on a box, or a pod's log."""
+    start = time.monotonic()
     tail = await poll()
     initial = tail.state or RunState(status="unknown")
     polls, last_report = 1, -PROGRESS_EVERY_S
@@ -83,7 +89,7 @@ async def wait_for_run(host: Host, spec: HostSpec, run_id: str, *, redactor: Red
             await progress(waited, f"{state.status}, {waited:.0f} s: {_last_line(tail) or '(no output yet)'}")
         await asyncio.sleep(min(poll_s, max(0.0, timeout_s - waited)))
         tail, polls = await poll(), polls + 1
-    return WaitResult(host=spec.name, run_id=run_id, ended=ended, changed=changed, state=state,
+    return WaitResult(host=host, run_id=run_id, ended=ended, changed=changed, state=state,
                       status_at_start=initial.status, waited_s=round(waited, 2), polls=polls,
                       last_line=_last_line(tail), log_offset=tail.size, signatures=tail.signatures,
                       message=wait_message(ended, changed, state, waited))
