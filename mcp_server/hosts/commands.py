@@ -104,5 +104,24 @@ def remote_wrapper(script: str) -> str:
     )
 
 
+# A script longer than this travels ahead of the command's stdin instead of on its command line:
+# the box's login shell gets the command as ONE argument, which Linux caps at 128 KiB (the wrapper
+# holds the script twice), and a refused exec shows only as a reset connection.
+INLINE_SCRIPT_MAX = 32 * 1024
+
+
+def remote_command(script: str, stdin: bytes | None) -> tuple[str, bytes | None]:
+    """The box's command line and the bytes for its stdin. A long script is read from stdin into
+    a private temp file (GNU `head -c` reads exactly its length, never the payload after it), run
+    from there and removed by its own first line; the payload follows it on stdin."""
+    if len(script) <= INLINE_SCRIPT_MAX:
+        return remote_wrapper(script), stdin
+    body = ('rm -f -- "$0"\n' + script).encode()
+    boot = ("printf 'RGT-PID:%s\\n' \"$$\" >&2; f=$(mktemp) || exit 125; "
+            f"head -c {len(body)} > \"$f\" || exit 125; "
+            "if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc \"$f\"; else exec sh \"$f\"; fi")
+    return boot, body + (stdin or b"")
+
+
 def kill_group(pgid: int, signal: str = "TERM") -> str:
     return f"kill -{signal} -- -{int(pgid)} 2>/dev/null; true"

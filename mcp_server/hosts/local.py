@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import stat as stat_mod
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Final
 
 from mcp_server.errors import CommandTimeout, NotFoundError, TransportError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import check_path, refuse_nul
+from mcp_server.hosts.commands import INLINE_SCRIPT_MAX, check_path, refuse_nul
 from mcp_server.hosts.streams import read_capped
 from mcp_server.settings import COMMAND_TIMEOUT_S
 
@@ -69,9 +70,11 @@ class LocalHost:
         refuse_nul(script, "the command")
         self.round_trips += 1
         started = time.monotonic()
+        # A long script goes to bash as a private temp file: one argument is capped at 128 KiB.
+        held = _script_file(script) if len(script) > INLINE_SCRIPT_MAX else None
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash", "--noprofile", "--norc", "-c", script,
+                "bash", "--noprofile", "--norc", *([held] if held else ["-c", script]),
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -145,3 +148,11 @@ class LocalHost:
 
     async def close(self) -> None:
         return None
+
+
+def _script_file(script: str) -> str:
+    """A private temp file holding the script, which removes it as its first line."""
+    fd, path = tempfile.mkstemp(prefix="rgt-script-", suffix=".sh")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write('rm -f -- "$0"\n' + script)
+    return path

@@ -35,7 +35,7 @@ from mcp_server.errors import (
     TransportError,
 )
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import kill_group, path_word, refuse_nul, remote_wrapper
+from mcp_server.hosts.commands import kill_group, path_word, refuse_nul, remote_command
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.known_hosts import (
     HostKeyPolicy,
@@ -250,8 +250,9 @@ class SshHost:
         self.round_trips += 1
         conn = await self.connection()
         started = time.monotonic()
+        command, stdin = remote_command(script, stdin)
         async with self._channels:
-            proc = await self._start(conn, remote_wrapper(script))
+            proc = await self._start(conn, command)
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):

@@ -15,6 +15,11 @@ from pydantic import BaseModel, Field
 
 from mcp_server.errors import InputError
 
+# Credential files a push refuses to send even when git tracks them (the same list tail_logs never
+# reads): a key on a rented box is a key given to whoever else can read that disk.
+CREDENTIALS = [".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc",
+               ".git-credentials", ".pgpass", ".aws/", ".ssh/", ".kube/config", ".docker/config.json",
+               "*credentials*.json", "*service-account*.json"]
 ALWAYS_EXCLUDED = [".git/", "__pycache__/", "*.pyc", ".venv/", ".rgt/", ".ipynb_checkpoints/", ".DS_Store"]
 DIFF_CAP = 1024 * 1024  # the uncommitted diff kept with the snapshot
 _GIT_TIMEOUT_S = 20
@@ -75,9 +80,13 @@ def candidate_paths(root: Path) -> list[str]:
 def select(root: Path, exclude: list[str]) -> tuple[list[str], list[str]]:
     """The snapshot's files and the symlinks left out (a snapshot holds regular files only)."""
     drop = pathspec.GitIgnoreSpec.from_lines([*ALWAYS_EXCLUDED, *exclude])
-    keep, links = [], []
+    secret = pathspec.GitIgnoreSpec.from_lines(CREDENTIALS)
+    keep, links, refused = [], [], []
     for rel in candidate_paths(root):
         if drop.match_file(rel):
+            continue
+        if secret.match_file(rel):
+            refused.append(rel)
             continue
         if any(ord(c) < 32 for c in rel) or rel.startswith("/") or ".." in rel.split("/"):
             raise InputError("a file name the box cannot take safely (a control character or ..)",
@@ -87,6 +96,10 @@ def select(root: Path, exclude: list[str]) -> tuple[list[str], list[str]]:
             links.append(rel)
         elif full.is_file():
             keep.append(rel)
+    if refused:
+        raise InputError("refused: the tree holds credential files: " + ", ".join(refused[:10]),
+                         next_step="add them to .gitignore or exclude=[...]; pass secrets to runs with secret_env "
+                         "(by name) instead of files")
     return keep, links
 
 

@@ -41,6 +41,8 @@ MAX_PROBE_S = 25.0
 DEFAULT_MIN_FREE_GIB = LAUNCH_MIN_FREE_GIB
 DEFAULT_MIN_FREE_INODES = LAUNCH_MIN_FREE_INODES
 LOG_TAIL_BYTES = 8192
+ENV_STRING_MAX = 128 * 1024  # Linux's MAX_ARG_STRLEN: one "NAME=value" string past it and exec fails
+ENV_TOTAL_MAX = 1024 * 1024
 
 Outcome = Literal["running", "exited_early", "already_running", "already_finished", "queued"]
 
@@ -96,8 +98,16 @@ def check_request(req: LaunchRequest) -> None:
     check_sync_patterns(req.sync_to_durable)
     if req.output_root:
         check_path(req.output_root, "output_root")
-    for k in req.env:
+    for k, v in req.env.items():
         check_env_name(k)
+        if len(f"{k}={v}".encode()) >= ENV_STRING_MAX:
+            raise InputError(f"env {k} is {len(v.encode()) // 1024} KiB: Linux refuses to start any program with "
+                             "one environment string of 128 KiB or more (E2BIG), so the job could not run",
+                             next_step="put the value in a file under the durable root and pass its path")
+    if sum(len(k) + len(v) + 2 for k, v in req.env.items()) > ENV_TOTAL_MAX:
+        raise InputError("the env values add up to more than 1 MiB: with the job's own environment and arguments "
+                         "that nears the kernel's limit for starting a program",
+                         next_step="put large values in files and pass their paths")
 
 
 def _disk_gate(spec: HostSpec, facts: dict[str, str], req: LaunchRequest) -> None:

@@ -234,3 +234,15 @@ async def test_a_push_whose_connection_drops_mid_way_leaves_no_snapshot_and_resu
     snap = code / done.snapshot_id
     assert tree(snap) == {k: v for k, v in tree(project).items() if not k.startswith(("data/", ".git/"))}
     await app.close()
+
+
+async def test_security_a_credential_file_in_the_tree_is_refused_by_name(client: Any, project: Path,
+                                                                       target: Path) -> None:
+    (project / ".env").write_text("HF_TOKEN=hf_secret\n")
+    (project / "keys").mkdir()
+    (project / "keys/deploy.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+    text = error_text(await client.call_tool("push_code", {"host": "gpu1", "source": str(project)}))
+    assert "credential files" in text and ".env" in text and "keys/deploy.pem" in text
+    assert not (target / "code").exists() or not any((target / "code/bert-ft").glob("[0-9a-f]*"))
+    ok = await push(client, project, exclude=[".env", "keys/"])
+    assert ok["outcome"] == "sealed"
