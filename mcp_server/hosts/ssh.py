@@ -94,9 +94,14 @@ def _mapped_errors(host: str, what: str) -> Iterator[None]:
     except asyncssh.HostKeyNotVerifiable as exc:
         raise HostKeyError(f"host key not trusted while {what}", host=host, observed=exc.reason) from exc
     except asyncssh.ChannelOpenError as exc:
+        if exc.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
+            raise TransportError(
+                f"the box refused a new channel while {what}", host=host, observed=exc.reason,
+                next_step="too many sessions open (sshd MaxSessions); retry shortly",
+            ) from exc
         raise TransportError(
-            f"the box refused a new channel while {what}", host=host, observed=exc.reason,
-            next_step="too many sessions open (sshd MaxSessions); retry shortly",
+            f"the connection could not open a channel while {what}; this says nothing about jobs on the box",
+            host=host, observed=exc.reason, next_step="retry; the pool reconnects",
         ) from exc
     except (asyncssh.DisconnectError, asyncssh.ConnectionLost) as exc:
         raise TransportError(
@@ -252,7 +257,15 @@ class SshHost:
         started = time.monotonic()
         command, stdin = remote_command(script, stdin)
         async with self._channels:
-            proc = await self._start(conn, command)
+            try:
+                proc = await self._start(conn, command)
+            except TransportError:
+                # The box dropped the pooled connection (sshd restarted, a network blip): the
+                # command never started, so one retry on a fresh connection is safe.
+                if not conn.is_closed():
+                    raise
+                conn = await self.connection()
+                proc = await self._start(conn, command)
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):
