@@ -17,7 +17,7 @@ from mcp_server.errors import DeniedError, NotFoundError, RgtError
 from mcp_server.kube.client import api_errors
 from mcp_server.kube.manifests import GPU
 from mcp_server.kube.runs import KubeHost, options
-from mcp_server.run.audit.box import AuditResult
+from mcp_server.run.audit.box import AuditResult, headline
 from mcp_server.run.audit.model import SEVERITY, Check, Status
 
 PAGE = "references://run-remote/kubernetes"
@@ -166,6 +166,8 @@ async def audit_kube(kh: KubeHost) -> AuditResult:
     counts = {s: sum(c.status == s for c in checks) for s in ("PASS", "WARN", "FAIL", "SKIP")}
     return AuditResult(host=kh.spec.name, profile=kh.spec.profile.platform,
                        audited_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                       verdict=worst if worst != "SKIP" else "PASS", counts=counts, checks=checks, mounts=[], gpus=[],
+                       verdict=worst if worst != "SKIP" else "PASS",
+                       headline=headline(worst if worst != "SKIP" else "PASS", counts, True), counts=counts,
+                       checks=checks, mounts=[], gpus=[],
                        round_trips=4 + len(VERBS) + len(VERIFY_VERBS), duration_s=round(time.monotonic() - start, 2),
                        authoritative=True)

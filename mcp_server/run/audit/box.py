@@ -29,6 +29,8 @@ class AuditResult(BaseModel):
     profile: str
     audited_at: str = Field(description="UTC ISO time")
     verdict: str = Field(description="worst status among the checks: FAIL, WARN or PASS")
+    headline: str = Field(default="", description="the verdict in one line, with what it does not cover "
+                          "(a box with no GPU: the GPU checks were skipped)")
     counts: dict[str, int]
     checks: list[Check]
     mounts: list[MountReport]
@@ -160,14 +162,26 @@ def judge(facts: Facts, started: float) -> AuditResult:
     verdict = max((c.status for c in checks), key=lambda s: SEVERITY[s], default="PASS")
     dmesg = facts.sec("dmesg")
     live = facts.kv("runs").get("live", "")
+    gpus = facts.gpu_reports()
+    verdict = "PASS" if verdict == "SKIP" else verdict
     return AuditResult(
         host=facts.spec.name, profile=facts.spec.profile.platform,
         audited_at=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
-        verdict="PASS" if verdict == "SKIP" else verdict, counts=counts, checks=checks, mounts=facts.mounts,
-        gpus=facts.gpu_reports(), round_trips=1, duration_s=round(time.time() - started, 3),
+        verdict=verdict, headline=headline(verdict, counts, bool(gpus)), counts=counts, checks=checks,
+        mounts=facts.mounts,
+        gpus=gpus, round_trips=1, duration_s=round(time.time() - started, 3),
         authoritative=dmesg is not None and dmesg.rc == 0,
         live_runs=int(live) if live.isdigit() else None,
     )
+
+
+def headline(verdict: str, counts: dict[str, int], has_gpu: bool) -> str:
+    """"WARN: 1 WARN, 20 PASS; no GPU: 13 GPU checks skipped" — never a bare PASS on a box
+    whose GPU checks could not run."""
+    parts = ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "PASS") if counts.get(s))
+    tail = f"; no GPU: {counts.get('SKIP', 0)} checks skipped" if not has_gpu else \
+        (f"; {counts['SKIP']} skipped" if counts.get("SKIP") else "")
+    return f"{verdict}: {parts or 'no checks'}{tail}"
 
 
 def record_audit(ledger: Ledger, facts: Facts, result: AuditResult) -> None:

@@ -266,3 +266,12 @@ async def test_security_the_write_probe_fails_with_zero_bytes_free(env, box, cli
     a19 = by_id(a, "A19")
     assert a19["status"] == "FAIL" and "cannot create a file" in a19["evidence"]
     assert not list(small_fs.glob(".rgt-probe.*")), "the probe cleans up after itself"
+
+
+async def test_the_headline_says_when_the_gpu_checks_could_not_run(gpu_box, gpu, client) -> None:
+    gpu("h100x8-healthy")
+    with_gpus = await audit_of(client, host="gpu1")
+    assert with_gpus["headline"].startswith(with_gpus["verdict"] + ": ") and "no GPU" not in with_gpus["headline"]
+    local = await audit_of(client, host="local")
+    if not local["gpus"]:  # this machine has no GPU: the verdict is never a bare PASS
+        assert "no GPU:" in local["headline"] and f"{local['counts']['SKIP']} checks skipped" in local["headline"]
