@@ -60,6 +60,12 @@ def launched_outputs(ledger: Ledger, host: str, run_id: str) -> RunOutputs | Non
     return None
 
 
+async def run_outputs(ledger: Ledger, box: Host, spec: HostSpec, run_id: str) -> RunOutputs:
+    """A run's declared outputs: this server's launch record, else (a run another server launched)
+    the box's run.json, whose root the listing still confines."""
+    return launched_outputs(ledger, spec.name, run_id) or await declared_outputs(box, spec.durable_root, run_id)
+
+
 async def _box(app: App, spec: HostSpec) -> Host:
     """Where the files are: the box, or on a Kubernetes host the PVC through a reader pod."""
     if spec.kind == "kubernetes":
@@ -104,8 +110,7 @@ def register(server: MCPServer) -> None:
             box = await _box(app, spec)
             producer = app.pool.spec(accept_from).name if accept_from else None
             if run_id and not producer and (root is None or (roster is None and cells is None)):
-                outputs = launched_outputs(app.ledger, spec.name, run_id) or \
-                    await declared_outputs(box, spec.durable_root, run_id)
+                outputs = await run_outputs(app.ledger, box, spec, run_id)
                 root, roster = root or outputs.root, roster or outputs.patterns
             if not root or not (roster or cells or producer):
                 raise InputError("give root and roster (or cells), or the run_id of a run that declared outputs")

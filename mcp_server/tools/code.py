@@ -20,6 +20,11 @@ class PruneOutput(BaseModel):
 
 
 def register(server: MCPServer) -> None:
+    _register_push(server)
+    _register_prune(server)
+
+
+def _register_push(server: MCPServer) -> None:
     @server.tool(name="push_code", annotations=LAUNCH)
     async def push_code_tool(
         ctx: Context,
@@ -52,6 +57,8 @@ def register(server: MCPServer) -> None:
                                    max_file_mb=max_file_mb, max_total_mb=max_total_mb, ledger=app.ledger,
                                    progress=reporter(ctx))
 
+
+def _register_prune(server: MCPServer) -> None:
     @server.tool(name="prune_code", annotations=DESTRUCTIVE)
     async def prune_code_tool(
         ctx: Context,

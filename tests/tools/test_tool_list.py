@@ -20,18 +20,21 @@ EXPECTED = {
     "reap_vram": (False, True, False, True),  # a token stops exactly the planned processes, once
     "inspect_run": (True, False, True, True),
     "prepare_box": (False, False, True, True),  # writes only the planned files, once per token
+    "push_code": (False, False, True, True),  # the same tree again sends nothing and changes nothing
+    "prune_code": (False, True, False, True),  # a token deletes exactly the planned snapshots, once
+    "fetch_data": (False, False, False, True),  # starts a download job (a live one of the name is returned)
 }
 
 
 async def test_the_tool_list_and_its_annotations(client) -> None:
     async with client.session() as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert set(EXPECTED) <= set(tools)
+    assert set(EXPECTED) == set(tools), "every tool's annotations are asserted here"
     for name, (ro, de, idem, ow) in EXPECTED.items():
         a = tools[name].annotations
         assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (ro, de, idem, ow), name
     destructive = [n for n, t in tools.items() if t.annotations and t.annotations.destructive_hint]
-    assert sorted(destructive) == ["cancel_run", "reap_vram", "teardown"]
+    assert sorted(destructive) == ["cancel_run", "prune_code", "reap_vram", "teardown"]
 
 
 async def test_every_tool_has_a_typed_schema_an_output_schema_and_a_model_facing_first_line(client) -> None:

@@ -40,7 +40,8 @@ def rig(env, box, tmp_path, monkeypatch, double):
 
     def inventory(**extra):
         entry = {"destination": "testbox", "profile": "runpod", "durable_root": str(tmp_path / "durable"),
-                 "instance_id": "pod-1", "api_base": double.base, "hourly_price": 2.49, **extra}
+                 "instance_id": "pod-1", "api_base": double.base, "hourly_price": 2.49,
+                 "verify_roots": [str(results)], **extra}
         (tmp_path / "durable").mkdir(exist_ok=True)
         env.write_inventory({"pod": entry})
 
