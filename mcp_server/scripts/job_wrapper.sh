@@ -14,7 +14,11 @@ mode=${1:-shell}
 secret_src=${2:-}
 cd -- "$d" || exit 96
 if [ -n "$secret_src" ]; then exec 3<"$secret_src"; else exec 3<&0; fi
-while IFS='=' read -r k v <&3 || [ -n "${k:-}" ]; do
+# Split each NAME=base64 line by hand: `IFS='=' read k v` drops a single trailing '=' (bash), the
+# padding of every value whose length is 2 mod 3, and the value would decode short.
+while IFS= read -r line <&3 || [ -n "${line:-}" ]; do
+  k=${line%%=*} v=${line#*=}
+  line=
   case "$k" in ''|*[!A-Za-z0-9_]*) continue ;; esac
   export "$k=$(printf '%s' "$v" | base64 -d)"
 done
