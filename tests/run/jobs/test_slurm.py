@@ -285,7 +285,8 @@ async def test_a_requeued_job_is_queued_again_then_runs_again_with_its_secret(
         login_node: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-requeue-" + os.urandom(6).hex()
     monkeypatch.setenv("WANDB_API_KEY", secret)
-    run = await submit(client, "echo attempt ${SLURM_RESTART_COUNT:-0} len=${#WANDB_API_KEY}; sleep 4",
+    run = await submit(client, "echo attempt ${SLURM_RESTART_COUNT:-0} len=${#WANDB_API_KEY}; "
+                           "[ ${SLURM_RESTART_COUNT:-0} -gt 0 ] || sleep 120",
                        secret_env=["WANDB_API_KEY"], slurm={"requeue": True})
     run_dir = Path(run["run_dir"])
     job_id = (run_dir / "slurm_job_id").read_text().strip()
