@@ -26,13 +26,24 @@ SCHEMA = "remote-gpu-trainer/PULL/v2"
 MAX_LIST = 200_000
 
 HASHER_PY = r"""
-import hashlib, sys
+import hashlib, os, stat, sys
 from concurrent.futures import ProcessPoolExecutor
 
 def one(p):
-    # Plain read() of fresh 1 MiB bytes measured faster here than readinto + memoryview.
-    h, n = hashlib.sha256(), 0
-    with open(p, "rb") as f:
+    # The listing said "regular file"; a swap since (the file or a parent made a symlink) is
+    # refused here, at open time: no symlink is followed, the opened thing must be a regular file.
+    parent = os.path.dirname(p) or b"."
+    if os.path.realpath(parent) != os.path.abspath(parent):
+        return p, -1, "a parent directory is now a symlink"
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        return p, -1, "cannot open without following a symlink: " + e.strerror
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return p, -1, "not a regular file at hash time"
+        # Plain read() of fresh 1 MiB bytes measured faster here than readinto + memoryview.
+        h, n = hashlib.sha256(), 0
         while True:
             b = f.read(1 << 20)
             if not b:
@@ -47,6 +58,9 @@ def main():
     # Processes, not threads: hashing in threads did not scale across cores in measurements.
     results = map(one, paths) if workers == 1 else ProcessPoolExecutor(workers).map(one, paths, chunksize=1)
     for p, n, d in results:
+        if n < 0:
+            sys.stderr.write("refused " + p.decode("utf-8", "replace") + ": " + d + "\n"); sys.stderr.flush()
+            continue
         out.write(d.encode() + b"\t" + str(n).encode() + b"\t" + p + b"\n"); out.flush()
 
 if __name__ == "__main__":

@@ -108,3 +108,33 @@ async def test_security_a_tab_or_newline_in_a_name_cannot_turn_a_symlink_into_a_
     assert by["a\tf\t1\t0/w.bin"].kind == "l" and by["a\tf\t1\t0/w.bin"].target == "/etc/passwd"
     assert by["new\nline/ok.txt"].kind == "f" and by["new\nline/ok.txt"].size == 4
     assert len(entries) == 2
+
+
+async def test_security_a_file_swapped_for_a_symlink_after_the_listing_is_not_hashed(any_host: Host,
+                                                                                    tmp_path: Path) -> None:
+    """The race between listing and hashing: the listing saw regular files; before the hasher
+    opens them, one becomes a symlink to a secret and a parent directory becomes a symlink. The
+    Python hasher opens with O_NOFOLLOW and checks parents, so neither is read."""
+    root = tmp_path / "results"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.bin").write_bytes(b"a" * 10)
+    (root / "sub" / "b.bin").write_bytes(b"b" * 10)
+    (root / "c.bin").write_bytes(b"c" * 10)
+    facts, entries = await list_root(any_host, str(root))
+    assert facts.hasher == "python-hashlib"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not hash me")
+    (root / "a.bin").unlink()
+    (root / "a.bin").symlink_to(secret)
+    elsewhere = tmp_path / "elsewhere"
+    (root / "sub").rename(elsewhere)
+    (root / "sub").symlink_to(elsewhere)
+    job = await start_hashing(any_host, facts, [e for e in entries if e.kind == "f"])
+
+    async def finished() -> tuple[dict[str, tuple[int | None, str]], str] | None:
+        done, got, err = await poll_hashing(any_host, facts.abs_root, job)
+        return (got, err) if done else None
+
+    got, err = await until(finished, what="the hasher to finish")
+    assert set(got) == {"c.bin"}
+    assert "refused a.bin" in err and "refused sub/b.bin" in err
