@@ -197,38 +197,45 @@ async def test_prune_plans_then_deletes_only_old_snapshots_no_run_names(
 
 
 async def test_a_push_whose_connection_drops_mid_way_leaves_no_snapshot_and_resumes(
-        project: Path, target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The connection drops after the first batch (the host raises as a dropped SSH channel does):
-    no snapshot appears under its id, and the next push sends only what did not arrive."""
+        project: Path, box: Any, env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second batch's stream is cut half-way (what the box sees when the connection drops
+    mid-transfer: a tar that ends early): the push fails, no snapshot appears under its id, and
+    the next push sends only what did not arrive whole."""
     from mcp_server.app import App
-    from mcp_server.errors import TransportError
+    from mcp_server.errors import RgtError
     from mcp_server.run.code import push as push_mod
     from mcp_server.settings import Settings
 
+    durable = tmp_path / "durable-drop"
+    durable.mkdir()
+    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(durable)}})
     for i in range(40):
         (project / f"src/mod{i:02d}.py").write_bytes(os.urandom(20_000))
     monkeypatch.setattr(push_mod, "BATCH_BYTES", 100_000)
     monkeypatch.setattr(push_mod, "SENDS_IN_FLIGHT", 1)
     app = App(Settings.from_env())
     spec = app.pool.spec("gpu1")
-    host = await app.pool.host(spec)
-    real, received = host.run, []
+    real = await app.pool.host(spec)
 
-    async def dropping(script: str, **kw: Any) -> Any:
-        if "code_receive" in script or "staging dir" in script:
-            if received:
-                raise TransportError("connection lost", host="gpu1")
-            received.append(1)
-        return await real(script, **kw)
+    class CutSecondBatch:
+        """The real host over the real sshd; the second batch's bytes stop half-way."""
 
-    monkeypatch.setattr(host, "run", dropping)
-    with pytest.raises(TransportError):
-        await push_mod.push_code(host, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
-                                 ledger=None)
-    code = target / "code/bert-ft"
+        def __init__(self) -> None:
+            self.name, self.kind, self.batches = real.name, real.kind, 0
+
+        async def run(self, script: str, **kw: Any) -> Any:
+            if "staging dir" in script:
+                self.batches += 1
+                if self.batches == 2:
+                    kw["stdin"] = kw["stdin"][: len(kw["stdin"]) // 2]
+            return await real.run(script, **kw)
+
+    with pytest.raises(RgtError):
+        await push_mod.push_code(CutSecondBatch(), spec, str(project), None,  # type: ignore[arg-type]
+                                 exclude=[], max_file_mb=20, max_total_mb=200, ledger=None)
+    code = durable / "code/bert-ft"
     assert not [p for p in code.iterdir() if len(p.name) == 16], "no half snapshot under an id"
-    monkeypatch.setattr(host, "run", real)
-    done = await push_mod.push_code(host, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
+    done = await push_mod.push_code(real, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
                                     ledger=None)
     assert done.outcome == "sealed" and done.files_resumed > 0 and done.files_sent < done.files
     snap = code / done.snapshot_id
