@@ -50,9 +50,14 @@ warn() { sig=$(cat "$d/warn_signal" 2>/dev/null)
 trap warn URG
 # A TERM (scancel, the time limit, a preemption) reaches the wrapper too: this shell waits for it to
 # record the end, since Slurm ends the job, and kills what is left of it, once this shell exits.
-trap ':' TERM HUP INT
+stopped=
+trap 'stopped=1' TERM HUP INT
 while kill -0 "$w" 2>/dev/null; do wait "$w"; done
 wait "$w"
 code=$?
+# Slurm stopped this attempt (a requeue, a preemption, the time limit, scancel). The wrapper's own
+# trap can miss it when the command died of the same signal first, so this shell says it too:
+# an attempt Slurm stopped keeps its secrets for the next one, and its exit code is not the run's.
+if [ -n "$stopped" ] && [ ! -f "$d/signalled" ]; then printf 'TERM\n' > "$d/signalled"; fi
 [ -f "$d/requeue" ] && [ ! -f "$d/signalled" ] && rm -f -- "$d/secrets.env"
 exit "$code"

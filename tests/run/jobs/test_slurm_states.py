@@ -106,3 +106,11 @@ def test_an_old_slurm_answer_never_turns_a_requeued_attempts_signal_into_the_run
 def test_slurms_final_word_on_a_requeue_job_stands() -> None:
     s = slurm_state(line(KILLED_ATTEMPT, ACCOUNTING["2699101"], requeue="2"))
     assert s.status == "failed" and "TIMEOUT" in evidence(s)
+
+
+def test_a_requeue_jobs_attempt_killed_by_term_is_not_the_end_even_before_signalled_is_written() -> None:
+    # The batch shell writes `signalled` a moment after the wrapper's exit code: the 143 says it.
+    s = slurm_state(line(KILLED_ATTEMPT, "RUNNING|None|", source="squeue", requeue="1"))
+    assert s.status == "running"
+    natural = slurm_state(line("exited|1|1700000100|120|1700000000", "RUNNING|None|", source="squeue", requeue="1"))
+    assert natural.status == "failed" and natural.exit_code == 1

@@ -23,6 +23,7 @@ from mcp_server.run.jobs.status import RunState, parse_state
 from mcp_server.settings import SLURM_POLL_S
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
+SIGNAL_EXITS = (129, 130, 137, 143)  # HUP, INT, KILL, TERM: how a stopped attempt ends
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT"}
 # Terminal states that say why a job died, with what they mean for the user.
 WHY = {
@@ -58,7 +59,11 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
-    if ended and requeue == "2" and own.status != "cancelled" and (state in QUEUED or state == "RUNNING"):
+    # An attempt stopped by a signal, of a job Slurm may run again: the wrapper or the batch shell
+    # recorded the signal (2), or its exit code says it (the batch shell writes `signalled` a
+    # moment after the wrapper's exit code).
+    stopped = requeue == "2" or (requeue == "1" and own.exit_code in SIGNAL_EXITS)
+    if ended and stopped and own.status != "cancelled" and (state in QUEUED or state == "RUNNING"):
         return _attempt_again(own, state, told, age_s, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
