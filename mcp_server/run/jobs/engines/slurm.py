@@ -59,11 +59,7 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
-    # An attempt stopped by a signal, of a job Slurm may run again: the wrapper or the batch shell
-    # recorded the signal (2), or its exit code says it (the batch shell writes `signalled` a
-    # moment after the wrapper's exit code).
-    stopped = requeue == "2" or (requeue == "1" and own.exit_code in SIGNAL_EXITS)
-    if ended and stopped and own.status != "cancelled" and (state in QUEUED or state == "RUNNING"):
+    if ended and _stopped(requeue, own) and (state in QUEUED or state == "RUNNING"):
         return _attempt_again(own, state, told, age_s, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
@@ -98,6 +94,15 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
                                "scontrol have no record of it" if job_id else
                                "no Slurm job id recorded: the submission never happened")
     return RunState(status="lost", evidence=[gone, "and the run left no exit code"], **common)
+
+
+def _stopped(requeue: str, own: RunState) -> bool:
+    """An attempt stopped by a signal, of a job Slurm may run again: the wrapper or the batch shell
+    recorded the signal (2), or its exit code says it (the batch shell writes `signalled` a moment
+    after the wrapper's exit code). A cancel_run is never that."""
+    if own.status == "cancelled":
+        return False
+    return requeue == "2" or (requeue == "1" and own.exit_code in SIGNAL_EXITS)
 
 
 def _attempt_again(own: RunState, state: str, told: str, age_s: float | None, common: dict[str, Any]) -> RunState:
