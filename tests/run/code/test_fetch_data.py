@@ -24,17 +24,10 @@ def files() -> Iterator[Files]:
     f.stop()
 
 
-@pytest.fixture(params=["local", "ssh"])
-def durable(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> Path:
-    root = tmp_path / "durable"
-    root.mkdir()
-    destination = "local"
-    if request.param == "ssh":
-        request.getfixturevalue("box")
-        destination = "testbox"
-    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(root),
-                                  "scratch_root": str(tmp_path / "scratch")}})
-    return root
+@pytest.fixture
+def durable(durable_box: Any) -> Path:
+    """The durable root of `gpu1` (this machine, or the test sshd): fetches land under it."""
+    return Path(durable_box.durable)
 
 
 async def fetch(client: Any, **args: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +42,10 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(params=["local", "ssh"])
-def target(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> Iterator[Path]:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    destination = "local"
-    if request.param == "ssh":
-        request.getfixturevalue("box")
-        destination = "testbox"
-    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
-    yield durable
+@pytest.fixture
+def target(durable_box: Any) -> Path:
+    """The durable root of `gpu1` (this machine, or the test sshd)."""
+    return Path(durable_box.durable)
 
 
 async def push(client: Any, source: Path, **args: Any) -> dict[str, Any]:
