@@ -19,7 +19,9 @@ from mcp_server.settings import LOG_LEVEL, Settings
 
 EPILOG = """\
 environment:
-  RGT_HOME         state directory (ledger, pulls, pinned host keys); default: your state dir
+  RGT_HOME         state directory (ledger, pulls, pinned host keys, http-token); default: your state dir
+  RGT_LOCAL_ROOT   the local box's durable root (run dirs, results); default $RGT_HOME/local when
+                   RGT_HOME is set, else ~/rgt; scratch is <root>/scratch ([hosts.local] overrides both)
   RGT_CONFIG       inventory TOML; default ~/.config/remote-gpu-trainer/hosts.toml
   RGT_SSH_CONFIG   OpenSSH client config to honour; default ~/.ssh/config ("none" to ignore)
   RGT_CONNECT_TIMEOUT, RGT_COMMAND_TIMEOUT, RGT_MAX_CHANNELS, RGT_LOG_LEVEL,
@@ -58,10 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     serve_args(p)
     serve_args(sub.add_parser("serve", help="serve over stdio or HTTP (the default command)",
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter))
-    call = sub.add_parser("call", help="run one tool and print its structured result as JSON",
+    call = sub.add_parser("call", help="run one tool: its summary on a terminal, its whole result as JSON otherwise",
                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     call.add_argument("tool", help="tool name, e.g. audit_box")
     call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
+    call.add_argument("--json", action="store_true",
+                      help="print the whole structured result as JSON, also on a terminal")
     sub.add_parser("tools", help="list the tools with their first description line")
     demo = sub.add_parser("demo", help="the whole lifecycle on this machine with a tiny CPU training run (~1 min)")
     demo.add_argument("--dir", help="where the demo writes everything (default: $RGT_HOME/demo/<time>)")
@@ -72,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _call(tool: str, arguments: dict[str, Any]) -> int:
+async def _call(tool: str, arguments: dict[str, Any], as_json: bool) -> int:
+    """Print the result: on a terminal its short reading (what a model reads), else, or with
+    --json, the whole structured result as JSON (what scripts parse)."""
     from mcp import Client
 
     async with Client(build_server(only_tool=tool), read_timeout_seconds=120) as client:
@@ -81,6 +87,10 @@ async def _call(tool: str, arguments: dict[str, Any]) -> int:
         text = "\n".join(getattr(c, "text", "") for c in result.content)
         print(text, file=sys.stderr)
         return 1
+    if not as_json and sys.stdout.isatty():
+        for c in result.content:
+            print(getattr(c, "text", None) or f"see {getattr(c, 'uri', '')}".rstrip())
+        return 0
     payload = result.structured_content
     if payload is None:
         payload = [getattr(c, "text", None) for c in result.content]
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(arguments, dict):
             print("arguments must be a JSON object, e.g. '{\"host\": \"local\"}'", file=sys.stderr)
             return 2
-        return asyncio.run(_call(args.tool, arguments))
+        return asyncio.run(_call(args.tool, arguments, args.json))
     if args.command == "tools":
         return asyncio.run(_tools())
     if args.command == "stale":
@@ -157,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return _demo(args.dir)
     if args.transport == "http":
         return _serve_http(args.host, args.port, args.allow_remote)
-    build_server().run("stdio")
+    from mcp_server.server import serve_stdio
+
+    asyncio.run(serve_stdio(build_server()))
     return 0
 
 

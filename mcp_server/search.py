@@ -21,17 +21,16 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import bm25s
 import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
-from pydantic import BaseModel, Field
 
 from mcp_server import facts
 from mcp_server.errors import ConfigError
 from mcp_server.knowledge import KINDS, KnowledgeSection, all_sections, docs, knowledge_root
+from mcp_server.search_models import MAX_LIMIT, KindFilter, PageHits, SectionHit
 from mcp_server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,8 +52,6 @@ _ALIAS_GAP = 2
 # Page openings summarise and the index only points: a specific section should win a tie.
 _PRIOR = {"opening": 0.8, "index": 0.5}
 _EXCERPT_CHARS = 240
-MAX_LIMIT = 20
-KindFilter = Literal["any", "reference", "profile", "signature"]
 
 
 @functools.cache
@@ -198,26 +195,6 @@ def is_signature(s: KnowledgeSection) -> bool:
     """A catalog entry that starts from what a log or console shows."""
     return ("**Symptom:**" in s.own_text or s.path == "training/log-signatures"
             or (s.path == "run-remote/monitoring" and s.anchor == "failure-signatures"))
-
-
-# One section that answers (its uri ends in #anchor; a page's opening text has none), with the
-# dates of the facts it states. No docstring: it would be sent in every tools/list.
-class SectionHit(BaseModel):
-    uri: str = Field(description="loads just this section")
-    heading: str
-    excerpt: str
-    score: float
-    verified: str | None = Field(default=None, description="oldest date its facts were checked")
-    sources: list[str] = Field(default_factory=list)
-    unsourced: bool = Field(default=False, description="a fact here has no source: re-check it")
-
-
-# The answering sections of one page, best first.
-class PageHits(BaseModel):
-    page: str
-    title: str
-    kind: Literal["reference", "profile"]
-    sections: list[SectionHit]
 
 
 class SearchIndex:

@@ -7,10 +7,16 @@ import hmac
 import logging
 from collections.abc import AsyncIterator
 
+import anyio
+import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from mcp_server import __version__
 from mcp_server.app import App
@@ -24,8 +30,8 @@ INSTRUCTIONS = """\
 Run deep-learning experiments on GPU boxes you own or rent, verify the numbers are real, and
 deliver them from one evidence layer. Start with audit_box on the box ("local" is this machine).
 Reference pages are resources (references://..., profiles://<platform>); read the one a check or
-finding routes you to. Destructive actions (teardown) are two-phase: plan, then confirm with the
-token the plan returned."""
+finding routes you to. Destructive actions are two-phase: plan, then confirm with the token the
+plan returned (plan_teardown, then teardown with its token, only on the user's explicit yes)."""
 
 
 class StaticToken:
@@ -63,6 +69,8 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
 
     server: MCPServer[App] = MCPServer(
         "remote-gpu-trainer",
+        title="Remote GPU Trainer",
+        description="Runs, verifies and delivers deep-learning experiments on GPU boxes you own or rent.",
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
@@ -74,3 +82,45 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
     register_all(server, only_tool)
     server.middleware.append(watch_subscriptions)
     return server
+
+
+def malformed_reply(exc: Exception) -> SessionMessage:
+    """The JSON-RPC error a line that is not a message gets (the SDK's stdio transport drops it
+    silently, so a client waits forever): -32700 when it is not JSON, else -32600 with its id
+    when it has a usable one."""
+    code, what = types.INVALID_REQUEST, "not a JSON-RPC 2.0 message"
+    request_id: str | int | None = None
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        if any(e.get("type") == "json_invalid" for e in errors):
+            code, what = types.PARSE_ERROR, "not valid JSON"
+        else:
+            raw = next((e.get("input") for e in errors if isinstance(e.get("input"), dict)), None)
+            got = raw.get("id") if isinstance(raw, dict) else None
+            request_id = got if isinstance(got, (str, int)) and not isinstance(got, bool) else None
+    log.warning("malformed message on stdin: %s", what)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                             error=types.ErrorData(code=code, message=f"{what}; ignored")))
+
+
+async def serve_stdio(server: MCPServer[App]) -> None:
+    """Serve over stdio, answering a malformed line with a JSON-RPC error instead of silence."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if lowlevel is None:  # another SDK layout: its own transport, malformed lines unanswered
+        await server.run_stdio_async()
+        return
+    async with stdio_server() as (read_stream, write_stream):
+        to_server, from_wire = create_context_streams[SessionMessage | Exception](0)
+
+        async def sort() -> None:
+            async with to_server:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(malformed_reply(item))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sort)
+            await lowlevel.run(from_wire, write_stream, lowlevel.create_initialization_options())
+            tg.cancel_scope.cancel()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from mcp_server.errors import ConfigError
 
@@ -28,6 +28,9 @@ SLURM_POLL_S = 60.0  # the least time between two scheduler queries (squeue, sac
 # The launch's disk gate on the durable root; audit_box's A10/A11 fail below the same floors.
 LAUNCH_MIN_FREE_GIB = 5.0
 LAUNCH_MIN_FREE_INODES = 10_000
+# The local box's durable root when neither RGT_LOCAL_ROOT nor RGT_HOME is set (with RGT_HOME set it
+# is $RGT_HOME/local, so a server pointed at its own state directory writes nothing else).
+LOCAL_ROOT = "~/rgt"
 
 
 def _float_env(env: dict[str, str], name: str, default: float, lo: float, hi: float) -> float:
@@ -53,6 +56,18 @@ def _log_level(raw: str) -> LogLevel:
     return level
 
 
+def _local_root(env: dict[str, str], home: Path) -> Path:
+    """RGT_LOCAL_ROOT, else $RGT_HOME/local when RGT_HOME is set, else LOCAL_ROOT (~/rgt)."""
+    raw = env.get("RGT_LOCAL_ROOT")
+    if raw:
+        root = Path(raw).expanduser()
+        if not root.is_absolute():
+            raise ConfigError("RGT_LOCAL_ROOT must be an absolute path (or start with ~)", observed=raw,
+                              expected="e.g. /data/rgt or ~/rgt")
+        return root
+    return (home / "local").absolute() if env.get("RGT_HOME") else Path(LOCAL_ROOT).expanduser()
+
+
 class Settings(BaseModel):
     """Everything the server reads from its environment, resolved once at start-up."""
 
@@ -73,6 +88,19 @@ class Settings(BaseModel):
     pull_roots: tuple[Path, ...] = Field(default=(), description="local folders verify_artifacts may pull into, "
                                          "besides <home>/pulls (RGT_PULL_ROOTS, separated by os.pathsep)")
 
+    local_root: Path = Field(default=Path(LOCAL_ROOT).expanduser(),
+                             description="the local box's default durable root: run dirs, results, code snapshots "
+                             "(RGT_LOCAL_ROOT; else $RGT_HOME/local when RGT_HOME is set; else ~/rgt)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_root_in_home(cls, data: Any) -> Any:
+        """Settings built for a state directory without a local root keep the local box inside it
+        (<home>/local), as RGT_HOME does; only from_env, with no RGT_HOME, chooses ~/rgt."""
+        if isinstance(data, dict) and data.get("local_root") is None and data.get("home") is not None:
+            return {**data, "local_root": Path(data["home"]).absolute() / "local"}
+        return data
+
     @property
     def ledger_path(self) -> Path:
         return self.home / "ledger.sqlite"
@@ -90,6 +118,7 @@ class Settings(BaseModel):
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
         home = Path(env.get("RGT_HOME") or platformdirs.user_state_dir(APP)).expanduser()
+        local_root = _local_root(env, home)
         config = Path(
             env.get("RGT_CONFIG") or Path(platformdirs.user_config_dir(APP)) / "hosts.toml"
         ).expanduser()
@@ -111,5 +140,6 @@ class Settings(BaseModel):
             watch_interval_s=_float_env(env, "RGT_WATCH_INTERVAL", WATCH_INTERVAL_S, 0.2, 3600),
             slurm_poll_s=_float_env(env, "RGT_SLURM_POLL", SLURM_POLL_S, 0, 3600),
             http_token=env.get("RGT_HTTP_TOKEN") or None,
+            local_root=local_root,
             pull_roots=tuple(Path(p).expanduser() for p in env.get("RGT_PULL_ROOTS", "").split(os.pathsep) if p),
         )

@@ -183,7 +183,7 @@ async def reconcile(d: Demo, accs: dict[str, float]) -> None:
 
 
 async def teardown_plan(d: Demo) -> None:
-    plan = (await d.call("teardown", {"host": "demo", "action": "none"}))["plan"]
+    plan = await d.call("plan_teardown", {"host": "demo", "action": "none"})
     gates = ", ".join(f"{g['id']} {g['state']}" for g in plan["gates"])
     d.step("teardown (plan)", f"{gates}; {plan['next_step'][:80]} (not confirmed: a demo stops nothing)")
 

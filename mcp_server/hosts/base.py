@@ -90,9 +90,12 @@ class Host(Protocol):
         stdin: bytes | None = None,
         timeout: float | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        slow: bool = False,
     ) -> CommandResult:
         """Run `script` with a clean non-login shell; kill its process group on timeout
-        or cancellation. Never raises on a non-zero exit: see CommandResult.check."""
+        or cancellation. Never raises on a non-zero exit: see CommandResult.check. `slow`: the
+        command holds its channel on purpose (a probe, a sampling window, a grace period): a
+        host with a channel limit keeps some channels free of such commands for quick ones."""
         ...
 
     async def stat(self, path: str) -> FileStat | None:

@@ -65,6 +65,7 @@ class LocalHost:
         stdin: bytes | None = None,
         timeout: float | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        slow: bool = False,  # no channel limit here: every command runs at once
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
         refuse_nul(script, "the command")

@@ -45,6 +45,7 @@ class HostSpec:
     slurm: SlurmOptions | None = None
     kubernetes: KubeOptions | None = None
     verify_roots: tuple[str, ...] = ()
+    scratch_named: bool = False  # the inventory names the scratch root (else it follows the durable root)
 
     @property
     def result_roots(self) -> list[str]:
@@ -53,21 +54,45 @@ class HostSpec:
         return list(dict.fromkeys((self.durable_root, self.scratch_root, *self.verify_roots)))
 
 
-def _spec(name: str, entry: InventoryEntry, in_inventory: bool) -> HostSpec:
+def _durable_root(entry: InventoryEntry, kind: HostKind, prof: Profile, local_root: str) -> str:
+    """The inventory's durable_root; else a Kubernetes host's mount path; else the local box's
+    root from the settings (RGT_LOCAL_ROOT, $RGT_HOME/local, ~/rgt); else the profile's."""
+    if entry.durable_root:
+        return entry.durable_root
+    if kind == KUBERNETES and entry.kubernetes:
+        return entry.kubernetes.mount_path
+    return local_root if kind == "local" else prof.durable_root
+
+
+def _scratch_root(entry: InventoryEntry, prof: Profile, durable: str) -> str:
+    """The inventory's scratch_root; else the profile's while the durable root is the profile's
+    too; else `<durable_root>/scratch`: scratch follows a durable root that was moved (the local
+    box's, an inventory's, a Kubernetes mount) instead of staying on a tier the host may not use.
+    A folder inside the durable root, never the root itself: scratch is the purgeable tier, and
+    purging it must never take run dirs, results or manifests with it."""
+    if entry.scratch_root:
+        return entry.scratch_root
+    if durable == prof.durable_root:
+        return prof.scratch_root
+    return f"{durable.rstrip('/')}/scratch"
+
+
+def _spec(name: str, entry: InventoryEntry, in_inventory: bool, local_root: str) -> HostSpec:
     kind: HostKind = "local" if entry.destination == LOCAL else KUBERNETES if entry.destination == KUBERNETES \
         else "ssh"
     prof = profile(entry.profile or {"local": LOCAL, "ssh": "generic-ssh", KUBERNETES: KUBERNETES}[kind])
     if (prof.kind == KUBERNETES) != (kind == KUBERNETES):
         raise ConfigError(f"host {name!r}: a Kubernetes host has destination = \"kubernetes\" and the kubernetes "
                           "profile (and only it)", observed=f"destination {entry.destination}, profile {prof.platform}")
+    durable = _durable_root(entry, kind, prof, local_root)
     return HostSpec(
         name=name,
         destination=entry.destination,
         kind=kind,
         profile=prof,
-        durable_root=entry.durable_root or (entry.kubernetes.mount_path if kind == KUBERNETES and entry.kubernetes
-                                            else prof.durable_root),
-        scratch_root=entry.scratch_root or prof.scratch_root,
+        durable_root=durable,
+        scratch_root=_scratch_root(entry, prof, durable),
+        scratch_named=entry.scratch_root is not None,
         python=entry.python or prof.python,
         hourly_price=entry.hourly_price,
         currency=entry.currency,
@@ -96,13 +121,14 @@ class HostPool:
         if not isinstance(name, str) or not name:
             raise InputError("host is empty", expected='"local", an inventory name or user@host[:port]')
         entry = self.inventory.hosts.get(name)
+        local_root = str(self.settings.local_root)
         if entry is not None:
-            spec = _spec(name, entry, in_inventory=True)
+            spec = _spec(name, entry, True, local_root)
         elif name == LOCAL:
-            spec = _spec(LOCAL, InventoryEntry(destination=LOCAL), in_inventory=False)
+            spec = _spec(LOCAL, InventoryEntry(destination=LOCAL), False, local_root)
         else:
             Destination.parse(name)  # validates; raises InputError with the accepted forms
-            spec = _spec(name, InventoryEntry(destination=name), in_inventory=False)
+            spec = _spec(name, InventoryEntry(destination=name), False, local_root)
         if host_key_policy is not None and host_key_policy != spec.host_key_policy:
             if spec.in_inventory and host_key_policy == "accept-new":
                 raise InputError(

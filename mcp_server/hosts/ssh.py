@@ -58,6 +58,7 @@ _CONNECT_RETRIES = (0.2, 0.6, 1.5)
 _CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
             "aes128-ctr", "aes256-ctr"]
 _KILL_TIMEOUT_S = 5.0
+QUICK_RESERVE = 2  # channels slow commands and file streams never take
 
 
 def _resolve(dest: Destination, ssh_config: Path | None) -> ResolvedDestination:
@@ -147,6 +148,9 @@ class SshHost:
         self.connect_timeout_s = connect_timeout_s
         self.command_timeout_s = command_timeout_s
         self._channels = asyncio.Semaphore(max_channels)
+        # Commands that hold a channel on purpose (and file streams) get all but QUICK_RESERVE of
+        # the channels, so a burst of them never makes a quick call wait.
+        self._slow = asyncio.Semaphore(max(1, max_channels - QUICK_RESERVE))
         self._lock = asyncio.Lock()
         self._conn: _Connection | None = None
         self._jumps: list[_Connection] = []
@@ -249,6 +253,7 @@ class SshHost:
         stdin: bytes | None = None,
         timeout: float | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        slow: bool = False,
     ) -> CommandResult:
         limit = self.command_timeout_s if timeout is None else timeout
         refuse_nul(script, "the command")
@@ -256,7 +261,7 @@ class SshHost:
         conn = await self.connection()
         started = time.monotonic()
         command, stdin = remote_command(script, stdin)
-        async with self._channels:
+        async with self._lane(slow), self._channels:
             try:
                 proc = await self._start(conn, command)
             except TransportError:
@@ -284,6 +289,9 @@ class SshHost:
                 raise
         status = self._exit_status(done, script)
         return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
+
+    def _lane(self, slow: bool) -> contextlib.AbstractAsyncContextManager[object]:
+        return self._slow if slow else contextlib.nullcontext()
 
     async def _exchange(
         self, proc: _Process, stdin: bytes | None, pgid: list[int], max_output: int
@@ -356,7 +364,7 @@ class SshHost:
         if await self.stat(path) is None:
             raise NotFoundError("file not found", host=self.name, path=path)
         conn = await self.connection()
-        async with self._channels:
+        async with self._slow, self._channels:
             proc = await self._start(conn, f"exec tail -c +{int(offset) + 1} -- {path_word(path)}")
             try:
                 with _mapped_errors(self.name, f"reading {path}"):

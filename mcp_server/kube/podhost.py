@@ -109,7 +109,7 @@ class PodHost:
                 found = (await client.get(Pod, self.pod)).to_dict()
 
     async def run(self, script: str, *, stdin: bytes | None = None, timeout: float | None = None,
-                  max_output: int = DEFAULT_MAX_OUTPUT) -> CommandResult:
+                  max_output: int = DEFAULT_MAX_OUTPUT, slow: bool = False) -> CommandResult:
         await self._ensure()
         self.round_trips += 1
         start = time.monotonic()

@@ -5,13 +5,16 @@
 cd "$1" || exit 1
 max=$2
 shift 2
+# Prints under=<n>: the first of them (1-based) that holds the root.
 if [ "$#" -gt 0 ]; then
-  here=$(pwd -P) ok=""
+  here=$(pwd -P) ok="" n=0
   for r in "$@"; do
+    n=$((n + 1))
     a=$(cd -- "$r" 2>/dev/null && pwd -P) || continue
-    case "$here/" in "$a"/*) ok=1;; esac
+    case "$here/" in "$a"/*) [ -n "$ok" ] || ok=$n;; esac
   done
   [ -n "$ok" ] || { printf 'RGT-OUTSIDE %s\n' "$here"; exit 0; }
+  printf 'under=%s\n' "$ok"
 fi
 printf 'abs=%s\nnproc=%s\nnow=%s\n' "$(pwd -P)" "$(nproc 2>/dev/null || echo 1)" "$(date +%s.%N)"
 printf 'python=%s\nopenssl=%s\nsha256sum=%s\n' "$(command -v python3)" "$(command -v openssl)" "$(command -v sha256sum)"

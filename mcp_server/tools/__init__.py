@@ -18,6 +18,7 @@ def register_all(server: MCPServer, only_tool: str | None = None) -> None:
     that registers that tool (a one-call CLI server)."""
     if only_tool in TOOL_MODULES:
         importlib.import_module(f"{__name__}.{TOOL_MODULES[only_tool]}").register(server)
+        importlib.import_module(f"{__name__}.surface").register(server)  # the result's reading, as for any client
         return
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

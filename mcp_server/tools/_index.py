@@ -22,5 +22,6 @@ TOOL_MODULES: dict[str, str] = {
     "tail_logs": "runs",
     "list_runs": "runs",
     "aggregate_results": "runs",
+    "plan_teardown": "teardown",
     "teardown": "teardown",
 }

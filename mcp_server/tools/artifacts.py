@@ -20,32 +20,29 @@ from mcp_server.verify.artifacts.cells import CellSpec
 from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.verifier import verify_artifacts
 
-HostArg = Annotated[str, Field(description='the box: "local", an inventory name, an ssh alias or user@host[:port]')]
+HostArg = Annotated[str, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
 RootArg = Annotated[str | None, Field(
     description="result root on the box (absolute or ~/...); default: the run's output root")]
 RosterArg = Annotated[list[str] | None, Field(
-    description="files that must exist: paths or globs relative to root (e.g. 'best.pth', 'seed*/metrics.json', "
-    "'**/*.safetensors'); default: the run's declared outputs", max_length=1000)]
+    description="files that must exist (globs under root); default: the run's outputs",
+    max_length=1000)]
 RunIdArg = Annotated[str | None, Field(
-    description="the run these results belong to (recorded; supplies root and roster when they are omitted)")]
+    description="the run these results belong to (gives root and roster when omitted)")]
 DestArg = Annotated[str | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")]
 BudgetArg = Annotated[float, Field(
-    description="return before this many seconds with done=false; call again to continue", ge=2, le=55)]
+    description="seconds before returning done=false (call again to continue)", ge=2, le=55)]
 AllowPickleArg = Annotated[bool, Field(
-    description="load checkpoints that need unsafe pickle (only for files you trust)")]
+    description="allow unsafe pickle loads (only files you trust)")]
 ExpectKeysArg = Annotated[list[str] | None, Field(
-    description="keys every checkpoint must hold (e.g. 'model' or a state_dict prefix)", max_length=50)]
+    description="keys every checkpoint must hold, e.g. 'model'", max_length=50)]
 CellsArg = Annotated[CellSpec | None, Field(
-    description="a sweep's cells: fails unless `expect` dirs match `glob`, each holding `files` (pulled too); "
-    "returns a per-cell metric table")]
+    description="a sweep's cells (glob, expect, files): all must be there; a metric table per cell")]
 PackArg = Annotated[bool, Field(
-    description="pack a directory of many small files into one deterministic tar on the box, pull and hash it "
-    "once, unpack and verify each member")]
+    description="pull many small files as one tar packed on the box, verify each")]
 AcceptFromArg = Annotated[str | None, Field(
-    description="accept mode: the producer host; `host` (another machine) re-hashes its copy of the verified "
-    "bundle at `root` against the producer's manifest")]
+    description="accept mode: the producer host, whose verified copy `host` re-hashes")]
 CompareWithArg = Annotated[int | None, Field(
-    description="accept mode: an earlier acceptance id to compare with, file by file (needs another machine)")]
+    description="accept mode: an earlier acceptance id to compare with, file by file")]
 
 
 def launched_outputs(ledger: Ledger, host: str, run_id: str) -> RunOutputs | None:
@@ -76,7 +73,7 @@ async def _box(app: App, spec: HostSpec) -> Host:
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="verify_artifacts", annotations=WRITES_LOCAL)
+    @server.tool(name="verify_artifacts", title="Pull and verify results", annotations=WRITES_LOCAL)
     async def verify_artifacts_tool(
         ctx: Context,
         host: HostArg = "local",

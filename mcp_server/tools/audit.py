@@ -12,7 +12,7 @@ from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.hosts.commands import check_path
 from mcp_server.progress import Counter
-from mcp_server.run.audit.box import AuditResult, audit
+from mcp_server.run.audit.box import AuditResult, audit, problems_only
 from mcp_server.run.audit.model import Check, ExpectGpu
 from mcp_server.run.audit.multibox import cross_checks
 from mcp_server.run.teardown.cost import accrued
@@ -21,29 +21,31 @@ from mcp_server.tools._progress import reporter
 
 MAX_HOSTS = 32
 Policy = Literal["strict", "accept-new"]
+Detail = Literal["problems", "all"]
 
 # The arguments, each with the description the model reads.
 HostArg = Annotated[str | None, Field(
-    description='box to audit: "local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+    description='box to audit: "local", an inventory name, ssh alias or user@host')]
 HostsArg = Annotated[list[str] | None, Field(
-    description="audit several boxes concurrently instead of `host`; one outcome per box", max_length=MAX_HOSTS)]
+    description="several boxes to audit concurrently instead of `host`", max_length=MAX_HOSTS)]
 PathsArg = Annotated[list[str] | None, Field(
-    description="extra box paths to measure (bytes and inodes), absolute or ~/...", max_length=16)]
+    description="extra box paths to measure (bytes, inodes)", max_length=16)]
 ExpectGpuArg = Annotated[ExpectGpu | None, Field(
     description="what you rented: GPU name substring, count, memory per GPU")]
 PythonArg = Annotated[str | None, Field(
-    description="interpreter the job will use (default: the profile's, else python3)")]
+    description="the job's interpreter (default: the profile's, else python3)")]
 CodeDirArg = Annotated[str | None, Field(
-    description="project directory on the box: scanned for CRLF scripts and framework pins")]
+    description="project dir on the box, scanned for CRLF scripts and framework pins")]
 ExpectFilesArg = Annotated[dict[str, str] | None, Field(
-    description="box path -> sha256 of your local copy: proves the code you changed is deployed")]
+    description="box path -> sha256 of your local copy (proves your change is deployed)")]
 OneJobArg = Annotated[bool, Field(
-    description="with `hosts`: the boxes form one multi-node job; adds A21 (one shared filesystem: a file written on "
-    "the first box must be seen by the others) and A30 (fabric manager vs driver, path MTU, interfaces)")]
+    description="with `hosts`: they form one job; adds A21 (shared filesystem), A30 (fabric, MTU)")]
 SharedPathArg = Annotated[str | None, Field(
-    description="A21: the directory every box must share (default: each box's durable root)", max_length=4096)]
+    description="A21: the directory every box must share (default: durable root)", max_length=4096)]
+DetailArg = Annotated[Detail, Field(
+    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: every check in full")]
 PolicyArg = Annotated[Policy | None, Field(
-    description="override the inventory's host-key policy for this call (accept-new pins a first-seen key)")]
+    description="this call's host-key policy (accept-new pins a first-seen key)")]
 
 
 class AuditOutcome(BaseModel):
@@ -68,7 +70,12 @@ class _AuditArgs(TypedDict):
     expect_files: dict[str, str] | None
 
 
-async def _audit_one(app: App, name: str, policy: Policy | None, args: _AuditArgs) -> AuditResult:
+async def _audit_one(app: App, name: str, policy: Policy | None, args: _AuditArgs, detail: Detail) -> AuditResult:
+    result = await _audit_full(app, name, policy, args)
+    return problems_only(result) if detail == "problems" else result
+
+
+async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditArgs) -> AuditResult:
     spec = app.pool.spec(name, policy)
     if spec.kind == "kubernetes":
         from mcp_server.kube.audit import audit_kube  # loads the Kubernetes client only for such a host
@@ -83,14 +90,14 @@ async def _audit_one(app: App, name: str, policy: Policy | None, args: _AuditArg
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Audit a GPU box", annotations=READ_ONLY)
     async def audit_box(
         ctx: Context, host: HostArg = "local", hosts: HostsArg = None, paths: PathsArg = None,
         expect_gpu: ExpectGpuArg = None, python: PythonArg = None, code_dir: CodeDirArg = None,
         expect_files: ExpectFilesArg = None, host_key_policy: PolicyArg = None, one_job: OneJobArg = False,
-        shared_path: SharedPathArg = None,
+        shared_path: SharedPathArg = None, detail: DetailArg = "problems",
     ) -> AuditBoxResult:
-        """Audit a GPU box before paying for a run: GPUs, health, zombie VRAM, disk bytes AND inodes, cgroup memory/CPU, /dev/shm, env identity, survival tier, proxies, tools.
+        """Audit a GPU box before paying for a run: GPUs, health, zombie VRAM, disk bytes AND inodes, cgroup limits, env, survival tier.
 
         Each check returns PASS/WARN/FAIL/SKIP with the evidence it saw and a route (a
         references:// URI explaining it). Read-only apart from one probe file created and
@@ -106,7 +113,7 @@ def register(server: MCPServer) -> None:
 
             async def one(name: str) -> AuditResult:
                 try:
-                    return await _audit_one(app, name, host_key_policy, args)
+                    return await _audit_one(app, name, host_key_policy, args, detail)
                 finally:
                     await done.finished(name)
 
@@ -125,5 +132,5 @@ def register(server: MCPServer) -> None:
                 raise InputError("give `host` or `hosts`")
             if one_job:
                 raise InputError("one_job needs `hosts`: the boxes of the job (two or more)")
-            result = await _audit_one(app, host, host_key_policy, args)
+            result = await _audit_one(app, host, host_key_policy, args, detail)
         return AuditBoxResult(outcomes=[AuditOutcome(host=host, audit=result)])

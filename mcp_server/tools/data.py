@@ -13,27 +13,26 @@ from mcp_server.tools._common import STARTS_WORK, app_of, tool_errors
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(name="fetch_data", annotations=STARTS_WORK)
+    @server.tool(name="fetch_data", title="Download data on the box", annotations=STARTS_WORK)
     async def fetch_data_tool(
         ctx: Context,
-        dest: Annotated[str, Field(description="where it lands on the box, under the durable or scratch root: a "
-                                   "file for a URL, a directory for a Hugging Face repo", max_length=4096)],
-        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
-                                   "user@host[:port]")] = "local",
+        dest: Annotated[str, Field(description="box path under the durable or scratch root: a file (url) or "
+                                   "a folder (hf_repo)", max_length=4096)],
+        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+                                   "user@host")] = "local",
         url: Annotated[str | None, Field(description="http(s) or ftp URL of one file")] = None,
         hf_repo: Annotated[str | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
         hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
         revision: Annotated[str | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
         sha256: Annotated[str | None, Field(description="for url: the file's expected SHA-256")] = None,
         expected_gib: Annotated[float | None, Field(description="size to check room for when the source does not "
-                                                    "say (a repo, a URL without Content-Length)", gt=0)] = None,
-        token_env: Annotated[str | None, Field(description="NAME of a server environment variable holding the "
-                                               "token (HF_TOKEN for gated repos); the value travels like secret_env"
-                                               )] = None,
+                                                    "say it", gt=0)] = None,
+        token_env: Annotated[str | None, Field(description="NAME of the server env variable holding the token "
+                                               "(e.g. HF_TOKEN)")] = None,
         attempts: Annotated[int, Field(description="download attempts, with backoff between them", ge=1,
                                        le=50)] = 8,
     ) -> FetchResult:
-        """Download a model, dataset or file ON the box (not through this machine), as a detached job you can tail, wait for and cancel.
+        """Download a model, dataset or file ON the box (not via this machine) as a detached job you can tail, wait for, cancel.
 
         Checks free bytes and inodes against the size first and refuses before downloading;
         resumes a partial file (curl -C -) or repo (hf download) across attempts with backoff;

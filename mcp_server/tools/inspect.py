@@ -36,12 +36,12 @@ def _png(r: InspectResult) -> bytes | None:
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Inspect a live run", annotations=READ_ONLY)
     async def inspect_run(
         ctx: Context,
         run_id: Annotated[str, Field(description="a live run's id (launch_detached, list_runs)")],
-        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
-                                   "user@host[:port]")] = "local",
+        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+                                   "user@host")] = "local",
         window_s: Annotated[int, Field(description="seconds to sample, once a second", ge=2,
                                        le=MAX_WINDOW_S)] = DEFAULT_WINDOW_S,
         image: Annotated[bool, Field(description="add a PNG of the sampled series (needs matplotlib)")] = True,

@@ -7,7 +7,7 @@ from typing import Annotated
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from mcp_server.search import MAX_LIMIT, KindFilter, PageHits, default_index
+from mcp_server.search_models import MAX_LIMIT, KindFilter, PageHits
 from mcp_server.tools._common import READ_ONLY_LOCAL
 
 NO_HIT = ("no section matched: use the words a log or console shows (an error line, a command, a platform verb) "
@@ -21,19 +21,21 @@ class SearchReferencesResult(BaseModel):
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY_LOCAL)
+    @server.tool(title="Search the references", annotations=READ_ONLY_LOCAL)
     def search_references(
-        query: Annotated[str, Field(description="a symptom or question in your words, any language: 'loss NaN "
-                                                "after warmup', '释放前要做什么', an id like U7",
+        query: Annotated[str, Field(description="a symptom or question in any words or language, "
+                                                "or an id like U7",
                                     min_length=2, max_length=400)],
         limit: Annotated[int, Field(description="how many sections to return", ge=1, le=MAX_LIMIT)] = 5,
         kind: Annotated[KindFilter, Field(description="signature: symptom->fix entries only")] = "any",
     ) -> SearchReferencesResult:
-        """Find the knowledge-base sections that answer a symptom: the best sections grouped by page, each with an excerpt, the date its facts were verified, and the URI that loads just that section.
+        """Find the knowledge-base sections that answer a symptom: the best ones by page, each with an excerpt, its facts' date and its URI.
 
         Every reference page and platform profile, section by section; identifiers (hf_transfer,
         Xid 79) match whole and user phrasings (Chinese too) map to the pages' words. Read a hit's
         uri (e.g. profiles://runpod#rp4), not the page; references://index is the map.
         """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
+        from mcp_server.search import default_index  # the ranking engine loads on the first search, not at start
+
         pages = default_index().search(query, limit=limit, kind=kind)
         return SearchReferencesResult(query=query, pages=pages, hint=None if pages else NO_HIT)

@@ -10,26 +10,24 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_server.kube import service as kube
 from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_record, cancel_run
 from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
 from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
 from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, READ_ONLY, app_of, tool_errors
 
-HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+HostArg = Annotated[str, Field(description='"local", an inventory name, ssh alias or user@host')]
 RunIdArg = Annotated[str, Field(description="run id from launch_detached or list_runs")]
 CancelIdArg = Annotated[str, Field(
-    description="run id from launch_detached or list_runs, or a Slurm sweep's queue_id (array-...) to stop all its "
-    "cells at once")]
+    description="run id, or a Slurm sweep's queue_id (array-...) to stop all its cells")]
 ReasonArg = Annotated[str | None, Field(
-    description="why the run is stopped (kept in the run dir's `cancelled` file and the ledger)", max_length=500)]
+    description="why (kept in the run dir and the ledger)", max_length=500)]
 SignalFirstArg = Annotated[FirstSignal | None, Field(
-    description="a signal sent to the run's process group before TERM, e.g. USR1 so the job checkpoints")]
-GraceArg = Annotated[float, Field(description="seconds the run gets after each signal before the next (TERM, KILL)",
+    description="a signal before TERM, e.g. USR1 so the job checkpoints")]
+GraceArg = Annotated[float, Field(description="seconds after each signal before the next (TERM, then KILL)",
                                   ge=0.1, le=MAX_GRACE_S)]
 TimeoutArg = Annotated[float, Field(
-    description="longest wait in seconds; past about 60 s only with a client that keeps a call alive on progress",
+    description="longest wait, s (past ~60 s only if your client keeps calls alive)",
     ge=1, le=MAX_WAIT_S)]
 
 
@@ -41,7 +39,7 @@ def _who(ctx: Context[Any, Any]) -> str:
 
 
 def _register_cancel_run(server: MCPServer) -> None:
-    @server.tool(name="cancel_run", annotations=DESTRUCTIVE_IDEMPOTENT)
+    @server.tool(name="cancel_run", title="Cancel a run", annotations=DESTRUCTIVE_IDEMPOTENT)
     async def cancel_run_tool(
         ctx: Context, run_id: CancelIdArg, host: HostArg = "local", reason: ReasonArg = None,
         signal_first: SignalFirstArg = None, grace_s: GraceArg = DEFAULT_GRACE_S,
@@ -58,6 +56,8 @@ def _register_cancel_run(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
+                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
                 return await kube.cancel(app, spec, run_id, reason, signal_first, grace_s)
             if is_array_id(run_id):
                 mark = cancel_record(run_id, _who(ctx), reason, signal_first, grace_s)
@@ -68,7 +68,7 @@ def _register_cancel_run(server: MCPServer) -> None:
 
 
 def _register_wait_for_run(server: MCPServer) -> None:
-    @server.tool(name="wait_for_run", annotations=READ_ONLY)
+    @server.tool(name="wait_for_run", title="Wait for a run", annotations=READ_ONLY)
     async def wait_for_run_tool(
         ctx: Context, run_id: RunIdArg, host: HostArg = "local", timeout_s: TimeoutArg = DEFAULT_WAIT_S,
     ) -> WaitResult:
@@ -88,6 +88,8 @@ def _register_wait_for_run(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
+                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
                 return await kube.wait(app, spec, run_id, timeout_s=timeout_s, progress=progress)
             return await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,
                                       timeout_s=timeout_s, progress=progress)

@@ -103,16 +103,16 @@ async def _plot(app: App, host: str, run_ids: list[str], series: list[str] | Non
 
 def register(server: MCPServer) -> None:
     # Not read-only: by default it saves curves.png into the run dir (save=false writes nothing).
-    @server.tool(annotations=LAUNCH)
+    @server.tool(title="Plot training curves", annotations=LAUNCH)
     async def plot_run(
         ctx: Context,
         run_id: Annotated[str | None, Field(description="the run to plot")] = None,
-        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
-                                   "user@host[:port]")] = "local",
+        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+                                   "user@host")] = "local",
         run_ids: Annotated[list[str] | None, Field(description="several runs on the host overlaid (seeds, a sweep)",
                                                    max_length=MAX_RUNS)] = None,
-        series: Annotated[list[str] | None, Field(description="metric keys to plot, e.g. ['loss', 'val_acc']; "
-                                                  "default: loss-like keys first, at most 4", max_length=4)] = None,
+        series: Annotated[list[str] | None, Field(description="metric keys, e.g. ['loss', 'val_acc'] (default: up to "
+                                                  "4, loss-like first)", max_length=4)] = None,
         trend_n: Annotated[int, Field(description="points in the trend and plateau window", ge=3, le=1000)] = 20,
         diverge_factor: Annotated[float, Field(description="divergence: a loss this many times its best",
                                                gt=1, le=1000)] = 3.0,

@@ -18,11 +18,11 @@ class PrepareOutput(BaseModel):
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=LAUNCH)
+    @server.tool(title="Prepare a fresh box", annotations=LAUNCH)
     async def prepare_box(
         ctx: Context,
-        host: Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or '
-                                   "user@host[:port]")] = "local",
+        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+                                   "user@host")] = "local",
         token: Annotated[str | None, Field(description="omit for the plan; pass its token to apply exactly it")] = None,
     ) -> PrepareOutput:
         """Prepare a fresh box from its profile: caches on the durable tier, mirrors, no_proxy, tmux (plan, confirm).

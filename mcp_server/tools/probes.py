@@ -17,18 +17,17 @@ _SUMMARY_CUT = 300
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Probe a result", annotations=READ_ONLY)
     async def run_probe(
         ctx: Context,
-        inputs: Annotated[ProbeInputs, Field(description="the probe and its inputs; `probe` picks one of: "
-                                             "control_diff, trajectory, seed_variance, mde, leakage, collapse, "
-                                             "metric_sanity, checkpoint_identity")],
-        host: Annotated[str, Field(description='box holding any file inputs: "local", an inventory name, an '
-                                   "~/.ssh/config alias or user@host[:port] (a file may name its own host)")] = "local",
+        inputs: Annotated[ProbeInputs, Field(description="the probe and its inputs (numbers inline, or "
+                                             "`file: {path, host?}` on a box)")],
+        host: Annotated[str, Field(description='box holding file inputs: "local", an inventory name, ssh alias or '
+                                   "user@host")] = "local",
         run_id: Annotated[str | None, Field(description="the run this finding is about (links it in the ledger)",
                                             max_length=128)] = None,
     ) -> ProbeResult:
-        """Test a surprising number before claiming it: one VERIFY probe returns a verdict, the numbers behind it, and the disclosure sentence that must travel with the claim.
+        """Test a surprising number before claiming it: a verdict, the numbers behind it, and the disclosure that must travel with it.
 
         Verdicts: bug, effect, noise, instability, stochastic, underpowered, confounded, collapsed,
         leak, clean, unverified, not_applicable. Never blocks: a finding is reported, the user

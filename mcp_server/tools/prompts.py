@@ -63,9 +63,9 @@ def remote_run_text(host: str, spec: HostSpec, p: Profile, run_name: str) -> str
         "A dropped connection is not a dead run.",
         "Phase 5 - close, pull, verify, stop the meter (references://run-remote/lifecycle-checklist#phase-5)",
         f"- Call `verify_artifacts({h}, run_id=...)` until it reports the pull verified (sizes + SHA-256 + loads).",
-        f"- Then `teardown({h}, action=...)` without a token returns the plan; show it to the user, "
-        "and only on their explicit yes call it again with the token. The Iron Law: no teardown before a verified "
-        "pull (references://run-remote/principles#iron-law).",
+        f"- Then `plan_teardown({h}, action=...)` returns the plan and its token; show it to the user, and only on "
+        f"their explicit yes call `teardown({h}, action=..., token=...)` (a client that can ask the user confirms "
+        "once more). The Iron Law: no teardown before a verified pull (references://run-remote/principles#iron-law).",
     ])
 
 

@@ -18,13 +18,13 @@ class ReapOutput(BaseModel):
     result: ReapResult | None = Field(default=None, description="set when called with a token")
 
 
-HOST = '"local", an inventory name, an ~/.ssh/config alias or user@host[:port]'
-TOKEN = "omit to get the plan; pass the plan's token to stop exactly the planned processes"
-MIN_AGE = "a holder younger than this may still be starting and is left alone"
+HOST = '"local", an inventory name, ssh alias or user@host'
+TOKEN = "omit for the plan; its token stops exactly the planned processes"
+MIN_AGE = "a younger holder may still be starting: left alone"
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=DESTRUCTIVE)
+    @server.tool(title="Free zombie VRAM", annotations=DESTRUCTIVE)
     async def reap_vram(
         ctx: Context,
         host: Annotated[str, Field(description=HOST)] = "local",

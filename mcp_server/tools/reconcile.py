@@ -9,42 +9,37 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from mcp_server.deliver.models import ReconcileReport
-from mcp_server.deliver.reconcile import reconcile
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 
 # The arguments, each with the description the model reads.
 EvidenceArg = Annotated[str, Field(
-    description="EVIDENCE.json path (or the project folder holding it) on the host; relative document paths "
-    "start from its folder")]
+    description="EVIDENCE.json or its folder (document paths are relative to it)")]
 DocumentsArg = Annotated[list[str], Field(
-    description="documents to check: files, folders (expanded to .md .tex .txt .csv) or globs such as "
-    "paper/**/*.tex", min_length=1, max_length=200)]
+    description="files, folders (.md .tex .txt .csv in them) or globs, e.g. paper/**/*.tex",
+    min_length=1, max_length=200)]
 ModeArg = Annotated[Literal["precision", "strict"], Field(
-    description="precision: a number rounded at its printed precision matches (31.4 for 31.42) and 76.12% "
-    "matches 0.7612; strict: exact comparison, as the original reconciler")]
+    description="precision: 31.4 matches 31.42 and 76.12% matches 0.7612; strict: exact")]
 RenderArg = Annotated[bool, Field(
-    description="also generate LaTeX macros and a Markdown and a LaTeX table per claim group from the evidence")]
+    description="also render LaTeX macros and Markdown/LaTeX tables from the evidence")]
 RenderDirArg = Annotated[str | None, Field(
-    description="write the rendered files here on the host (relative to the EVIDENCE.json folder) instead of "
-    "returning their text")]
+    description="write rendered files into this host folder instead of returning them")]
 HostArg = Annotated[str, Field(
-    description='box holding the project: "local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+    description='box holding the project: "local", an inventory name, ssh alias or user@host')]
 ViewArg = Annotated[Literal["findings", "numbers"], Field(
-    description="which list to page: findings, or one status record per evidence row (where printed, generated "
-    "or typed, disclosures)")]
+    description="the list to page: findings, or numbers (one status record per evidence row)")]
 OffsetArg = Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)]
 LimitArg = Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)]
 IncludeMatchesArg = Annotated[bool, Field(description="list plain matches too (they are always counted)")]
 CheckRunsArg = Annotated[bool, Field(
-    description="re-check run directories against provenance.json (digests, selected pointer)")]
+    description="re-check run dirs against provenance.json")]
 CheckFiguresArg = Annotated[bool, Field(
-    description="check figures/<name>/ folders against their .provenance sidecars")]
+    description="check figures/<name>/ against their .provenance sidecars")]
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=WRITES_LOCAL)
+    @server.tool(title="Reconcile paper numbers", annotations=WRITES_LOCAL)
     async def reconcile_evidence(
         ctx: Context,
         evidence: EvidenceArg,
@@ -60,7 +55,7 @@ def register(server: MCPServer) -> None:
         check_runs: CheckRunsArg = True,
         check_figures: CheckFiguresArg = True,
     ) -> ReconcileReport:
-        """Check every number in papers, slides, READMEs and CSVs against EVIDENCE.json and the results.json files it points to.
+        """Check every number in papers, slides, READMEs and CSVs against EVIDENCE.json and the results it points to.
 
         Each printed number is attributed to the evidence row it speaks of (metric keyword and
         row names such as Ours/Baseline on either side of it, table headers) and judged:
@@ -76,11 +71,13 @@ def register(server: MCPServer) -> None:
         render_dir.
         See references://verifying/methodology#vp16, references://delivering/delivery-gate and
         references://delivering/data-architecture.
-        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
+        """
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)
             box = await app.pool.host(spec)
+            from mcp_server.deliver.reconcile import reconcile  # the matcher loads on the first call, not at start
+
             return await reconcile(
                 box, evidence, list(documents), mode=mode, do_render=render, render_dir=render_dir, view=view,
                 offset=offset, limit=limit, include_matches=include_matches, runs=check_runs,

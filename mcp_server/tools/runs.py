@@ -13,7 +13,6 @@ from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.slurm_options import SlurmOptions
-from mcp_server.kube import service as kube
 from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
 from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
@@ -28,43 +27,38 @@ from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
-HostArg = Annotated[str, Field(description='"local", an inventory name, an ~/.ssh/config alias or user@host[:port]')]
+HostArg = Annotated[str, Field(description='"local", an inventory name, ssh alias or user@host')]
 
 # launch_detached
 CommandArg = Annotated[str | None, Field(description="shell command to run, e.g. 'python train.py --cfg a.yaml'")]
 HostsArg = Annotated[list[str] | None, Field(
     description="launch the same command on several boxes; one outcome each", max_length=32)]
 CommandsArg = Annotated[list[str] | None, Field(
-    description="several commands for ONE host: an on-box queue, or on Slurm ONE job array (one run id per cell)",
+    description="several commands for ONE host, queued (Slurm: one job array); a run id each",
     max_length=256)]
 MaxConcurrentArg = Annotated[int, Field(
-    description="queue: how many of `commands` run at once (Slurm: the array's %K)", ge=1, le=64)]
+    description="how many of `commands` run at once (Slurm: %K)", ge=1, le=64)]
 NameArg = Annotated[str | None, Field(
-    description="run name (letters, digits . _ -): launching a live name returns that run instead of a second job")]
+    description="run name (letters, digits . _ -); a live run of it is returned instead")]
 WorkdirArg = Annotated[str | None, Field(
     description="absolute box directory to run in (default: the durable root)")]
 RerunArg = Annotated[str | None, Field(
-    description="a run id: launch it again with the identical config (command, workdir or snapshot, env, secret "
-    "names, engine, outputs) under a new run id that names it; give no command")]
+    description="a run id to launch again with its exact config (give no command)")]
 CodeArg = Annotated[str | None, Field(
-    description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir; its git commit, branch and "
-    "dirty flag go into the run record")]
+    description="a push_code snapshot <project>/<id> to run in")]
 EnvArg = Annotated[dict[str, str] | None, Field(description="non-secret environment variables for the job")]
 SecretEnvArg = Annotated[list[str] | None, Field(
-    description="NAMES of variables in the server's own environment to pass to the job over stdin; values never "
-    "appear in argv, ps, files, logs, ledger or output")]
+    description="NAMES of server env variables passed to the job via stdin, never argv or files")]
 BackendArg = Annotated[Literal["shell", "tmux", "slurm"] | None, Field(
-    description="shell: setsid detached process; tmux: a named session you can attach to; slurm: a batch job "
-    "submitted with sbatch from this login node (the run dir must be on the cluster's shared filesystem). "
-    "Default: slurm on a host whose profile is slurm, else shell")]
+    description="shell (setsid), tmux (attachable) or slurm (sbatch; the default on a slurm host)")]
 LoginNodeArg = Annotated[str | None, Field(
-    description="on a Slurm login node, why a shell/tmux job must run there (otherwise refused)", max_length=500)]
+    description="why a shell/tmux job must run on a Slurm login node (else refused)", max_length=500)]
 SlurmArg = Annotated[SlurmOptions | None, Field(
-    description="with backend=slurm: job options over the host's inventory defaults (partition, account, qos, "
-    "constraint, gpus, gpu_request, cpus_per_task, mem, time, requeue)")]
+    description="Slurm options: partition account qos constraint gpus gpu_request nodes ntasks_per_node "
+    "cpus_per_task mem time requeue warn_signal warn_s")]
 KubeArg = Annotated[KubeOptions | None, Field(
-    description="on a Kubernetes host: Job options over the host's inventory defaults (image, namespace, gpus, cpu, "
-    "mem, shm, time_s, pvc, node_selector, tolerations, priority_class, queue for Kueue)")]
+    description="Kubernetes options: image namespace gpus cpu mem shm time_s pvc mount_path node_selector "
+    "tolerations priority_class queue service_account ttl_s context")]
 AllowFallbackArg = Annotated[bool, Field(description="with backend=tmux, fall back to shell when tmux is missing")]
 ProbeArg = Annotated[float, Field(
     description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]
@@ -73,17 +67,14 @@ MinFreeGibArg = Annotated[float, Field(
     description="disk gate: refuse when the durable root has less free space", ge=0)]
 MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)]
 OutputsArg = Annotated[list[str] | None, Field(
-    description="files the run must produce (paths/globs relative to output_root): verify_artifacts and teardown "
-    "check them", max_length=256)]
+    description="files the run must produce (globs under output_root); verify and teardown check them",
+    max_length=256)]
 OutputRootArg = Annotated[str | None, Field(description="where outputs live on the box (default: workdir)")]
 OnExitArg = Annotated[str | None, Field(
-    description="shell command run on the box after the run's result is recorded (e.g. curl to a webhook), with "
-    "RGT_RUN_ID, RGT_STATE, RGT_EXIT_CODE, RGT_RUN_DIR, RGT_LOG, RGT_HOST, RGT_ENDED_AT in its environment; "
-    "secret_env values stay in the environment; output in on_exit.log; its failure never changes the result",
+    description="shell command run on the box when the run ends, e.g. a webhook ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
 SyncArg = Annotated[list[str] | None, Field(
-    description="globs under output_root copied on exit 0 to <durable_root>/results/<run_id>/ and verified "
-    "(size+sha256); a failed copy makes the run sync_failed. {run_id} = $RGT_RUN_ID",
+    description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
     max_length=64)]
 StartIndexArg = Annotated[int, Field(
     description="queue: first cell to run (from 1), to resume a sweep", ge=1)]
@@ -91,8 +82,7 @@ StartIndexArg = Annotated[int, Field(
 # tail_logs
 RunIdArg = Annotated[str | None, Field(description="run id from launch_detached or list_runs")]
 PathArg = Annotated[str | None, Field(
-    description="or a log file under the box's durable or scratch root (absolute or ~/...); credential files "
-    "are never read", max_length=4096)]
+    description="or a log file under the box's durable or scratch root", max_length=4096)]
 OffsetArg = Annotated[int | None, Field(
     description="byte offset to read from: pass the previous next_offset", ge=0, le=2**53)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
@@ -110,13 +100,13 @@ CellFilesArg = Annotated[list[str] | None, Field(
 
 # list_runs
 OptionalHostArg = Annotated[str | None, Field(
-    description="one box; omit for every inventory host and every host the ledger launched on")]
+    description="one box; omit for every known host")]
 ListLimitArg = Annotated[int, Field(description="runs per page (per host), newest first", ge=1, le=MAX_LIMIT)]
 CursorArg = Annotated[str | None, Field(description="next_cursor from the previous page (needs `host`)")]
 StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']")]
 NameGlobArg = Annotated[str | None, Field(description="glob on the run name (run id when unnamed), e.g. 'sweep*'",
                                           max_length=200)]
-SinceArg = Annotated[str | None, Field(description="only runs started since: ISO 8601 (2026-03-01T12:00Z) or epoch s")]
+SinceArg = Annotated[str | None, Field(description="only runs started since (ISO 8601 or epoch seconds)")]
 
 
 class LaunchOutcome(BaseModel):
@@ -148,6 +138,8 @@ async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report 
             raise InputError("rerun_of is not available on a Kubernetes host yet: launch the same command again")
         req = await rerun_request(await app.pool.host(spec), spec, req.rerun_of, req)
     if spec.kind == "kubernetes":
+        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
         (one,) = await kube.launch(app, spec, [req.command], req)
         return one
     return await launch(await app.pool.host(spec), spec, req, ledger=app.ledger, redactor=app.redactor,
@@ -160,6 +152,8 @@ async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
     if spec.kind == "kubernetes":  # one Indexed Job: one run id per index
         if start_index != 1:
             raise InputError("start_index is not available on Kubernetes: launch the remaining commands")
+        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
         cells = await kube.launch(app, spec, commands, req, max_concurrent)
         return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=c) for c in cells])
     start = launch_array if (req.backend or ("slurm" if spec.profile.kind == "slurm" else "shell")) == "slurm" \
@@ -184,12 +178,14 @@ async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str
     if spec.kind == "kubernetes":
         if cursor:
             raise InputError("a Kubernetes namespace's runs come in one page: raise limit instead of a cursor")
+        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
         return await kube.list_runs(app, spec, limit=limit, where=where)
     return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
 
 
 def _register_launch_detached(server: MCPServer) -> None:
-    @server.tool(annotations=STARTS_WORK)
+    @server.tool(title="Launch a detached run", annotations=STARTS_WORK)
     async def launch_detached(
         ctx: Context, command: CommandArg = None, host: HostArg = "local", hosts: HostsArg = None,
         commands: CommandsArg = None, max_concurrent: MaxConcurrentArg = 1, name: NameArg = None,
@@ -206,7 +202,11 @@ def _register_launch_detached(server: MCPServer) -> None:
         exit_code written atomically on exit, after sync_to_durable's verified copies), refuses
         when the disk is below the floor in bytes or inodes, and watches for up to probe_s: an
         import error comes back in this result with the log tail and the failure signatures.
-        Status later comes from tail_logs (process + exit file, never log text). See
+        Status later comes from tail_logs (process + exit file, never log text). on_exit runs with
+        RGT_RUN_ID, RGT_STATE, RGT_EXIT_CODE, RGT_RUN_DIR, RGT_LOG, RGT_HOST, RGT_ENDED_AT (and the
+        secret_env values) in its environment, writes on_exit.log and never changes the result; a
+        failed sync_to_durable copy makes the run sync_failed ({run_id} in a glob = $RGT_RUN_ID);
+        secret_env values never appear in argv, ps, files, logs, the ledger or any output. See
         references://run-remote/lifecycle-checklist#phase-3 and references://run-remote/monitoring#run-status.
         """
         app = app_of(ctx)
@@ -233,7 +233,7 @@ def _register_launch_detached(server: MCPServer) -> None:
 
 
 def _register_tail_logs(server: MCPServer) -> None:
-    @server.tool(name="tail_logs", annotations=READ_ONLY)
+    @server.tool(name="tail_logs", title="Read a run's log", annotations=READ_ONLY)
     async def tail_logs_tool(
         ctx: Context, host: HostArg = "local", run_id: RunIdArg = None, path: PathArg = None,
         offset: OffsetArg = None, max_bytes: MaxBytesArg = OUTPUT_CAP_BYTES, lines: LinesArg = None,
@@ -253,13 +253,15 @@ def _register_tail_logs(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
+                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+
                 return await kube.tail_run(app, spec, run_id, path, offset=offset, max_bytes=max_bytes, lines=lines)
             return await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,
                                    path=path, offset=offset, max_bytes=max_bytes, lines=lines, stall_s=stall_s)
 
 
 def _register_list_runs(server: MCPServer) -> None:
-    @server.tool(name="list_runs", annotations=READ_ONLY)
+    @server.tool(name="list_runs", title="List runs", annotations=READ_ONLY)
     async def list_runs_tool(
         ctx: Context, host: OptionalHostArg = None, limit: ListLimitArg = DEFAULT_LIMIT, cursor: CursorArg = None,
         state: StatesArg = None, name: NameGlobArg = None, since: SinceArg = None,
@@ -286,7 +288,7 @@ def _register_list_runs(server: MCPServer) -> None:
 
 
 def _register_aggregate_results(server: MCPServer) -> None:
-    @server.tool(name="aggregate_results", annotations=LAUNCH)
+    @server.tool(name="aggregate_results", title="Collect a sweep's results", annotations=LAUNCH)
     async def aggregate_results_tool(
         ctx: Context, cells: CellsArg, name: AggregateNameArg, host: HostArg = "local", root: SourceRootArg = None,
         marker: MarkerArg = "DONE", files: CellFilesArg = None,

@@ -11,12 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import BaseModel, Field
 
+from mcp_server import lazy
 from mcp_server.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy.module("numpy")  # loaded by the first probe that computes, not at server start
 
 
 def sps() -> ModuleType:

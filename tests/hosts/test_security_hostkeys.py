@@ -89,5 +89,6 @@ async def test_security_a_call_may_make_the_policy_stricter(env, box, client) ->
     from tests.conftest import structured
 
     env.write_inventory({"gpu1": {"destination": "testbox", "host_key_policy": "accept-new"}})
-    res = structured(await client.call_tool("audit_box", {"host": "gpu1", "host_key_policy": "strict"}))
+    res = structured(await client.call_tool("audit_box",
+                                            {"host": "gpu1", "host_key_policy": "strict", "detail": "all"}))
     assert res

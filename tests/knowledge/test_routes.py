@@ -15,6 +15,8 @@ import pytest
 
 from mcp_server import knowledge as k
 from mcp_server.errors import NotFoundError
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
 
 PKG = Path(__file__).resolve().parents[2] / "mcp_server"
 URI = re.compile(r"\b(?:references|profiles)://[a-z_][a-z0-9_/-]*[a-z0-9](?:#[a-z0-9][a-z0-9-]*)?")
@@ -90,9 +92,9 @@ def test_every_audit_check_route_resolves(check_id: str) -> None:
     k.resolve(k.reference_uri("run-remote/audit-checks", check_id.lower()))
 
 
-async def test_every_tool_description_links_the_references_it_relies_on(client) -> None:
-    async with client.session() as c:
-        tools = (await c.list_tools()).tools
+async def test_every_tool_description_links_the_references_it_relies_on() -> None:
+    """The full descriptions (schemas://tools/<name>; tools/list publishes first paragraphs)."""
+    tools = await build_server(Settings.from_env()).list_tools()
     unlinked = [t.name for t in tools if not URI.search(t.description or "")]
     assert unlinked == []
     for t in tools:

@@ -7,6 +7,8 @@ import pytest
 
 from mcp_server.knowledge import resolve
 from mcp_server.search import default_index, expand, tokenize
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
 from tests.conftest import error_text, structured
 
 # (what a user types, the page that must be among the top 3 hits)
@@ -199,4 +201,5 @@ async def test_search_references_is_read_only_and_links_its_references(client) -
     async with client.session() as c:
         tool = next(t for t in (await c.list_tools()).tools if t.name == "search_references")
     assert tool.annotations.read_only_hint and not tool.annotations.destructive_hint
-    assert "references://" in (tool.description or "")
+    full = next(t for t in await build_server(Settings.from_env()).list_tools() if t.name == "search_references")
+    assert "references://" in (full.description or "")

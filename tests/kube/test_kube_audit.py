@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import structured
+from tests.conftest import error_text, structured
 from tests.support.kube_api import KubeApi
 
 GPU_NODE = {"apiVersion": "v1", "kind": "Node",
@@ -18,7 +18,7 @@ CPU_NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-1"},
 
 
 async def audit(client: Any) -> dict[str, Any]:
-    res = structured(await client.call_tool("audit_box", {"host": "gpu-k8s"}))
+    res = structured(await client.call_tool("audit_box", {"host": "gpu-k8s", "detail": "all"}))
     return {c["id"]: c for c in res["outcomes"][0]["audit"]["checks"]}
 
 
@@ -50,14 +50,16 @@ async def test_teardown_on_kubernetes_plans_nothing_metered_and_names_live_jobs(
     run = structured(await client.call_tool("launch_detached", {"host": "gpu-k8s", "command": "python train.py"}))
     run_id = run["outcomes"][0]["launch"]["run_id"]
     kube.apply(kube.job_names()[0], "running")
-    plan = structured(await client.call_tool("teardown", {"host": "gpu-k8s", "action": "none"}))["plan"]
+    plan = structured(await client.call_tool("plan_teardown", {"host": "gpu-k8s", "action": "none"}))
     assert plan["token"] is None and plan["executor"] == "none"
     assert plan["ready"] is False and run_id in " ".join(plan["unmet"]), "G1 names the live Job"
     assert "the PVC" in plan["survives"]
     kube.apply(kube.job_names()[0], "succeeded")
-    done = structured(await client.call_tool("teardown", {"host": "gpu-k8s", "action": "none"}))["plan"]
+    done = structured(await client.call_tool("plan_teardown", {"host": "gpu-k8s", "action": "none"}))
     assert done["ready"] is True and done["token"] is None
     assert not [p for p in kube.pods.values() if "reader" in p["metadata"]["name"]], "a plan creates no pod"
+    refused = error_text(await client.call_tool("teardown", {"host": "gpu-k8s", "action": "none", "token": "0" * 32}))
+    assert "nothing to tear down per run" in refused and "cancel_run" in refused
 
 
 async def test_a_user_who_cannot_exec_hears_that_runs_work_but_verification_cannot(kube: KubeApi, client: Any) -> None:

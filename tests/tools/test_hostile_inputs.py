@@ -37,7 +37,7 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("verify_artifacts", {"host": "gpu1", "root": "/tmp", "roster": ["**/" * 200 + "x"]}),
     ("verify_artifacts", {"host": "gpu1", "root": "/tmp\x00", "roster": ["a"]}),
     ("verify_artifacts", {"host": "gpu1", "root": "/tmp", "roster": ["[z-a]"]}),
-    ("teardown", {"host": "gpu1", "action": BIG}),
+    ("plan_teardown", {"host": "gpu1", "action": BIG}),
     ("teardown", {"host": "gpu1", "action": "none", "token": "\x00" * 100}),
     ("run_probe", {"probe": "nope", "inputs": NESTED}),
     ("run_probe", {"probe": BIG}),

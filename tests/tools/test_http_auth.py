@@ -71,7 +71,7 @@ async def test_the_real_client_works_with_the_token(env, http_server) -> None:
     async with (httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
                 Client(streamable_http_client(url, http_client=http)) as c):
         names = {t.name for t in (await c.list_tools()).tools}
-    assert {"audit_box", "launch_detached", "teardown"} <= names
+    assert {"audit_box", "launch_detached", "plan_teardown", "teardown"} <= names
 
 
 def test_the_token_is_shown_once(env) -> None:

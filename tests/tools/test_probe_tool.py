@@ -35,7 +35,11 @@ async def tool(client) -> object:  # type: ignore[no-untyped-def]
 async def test_run_probe_is_read_only_and_each_probe_has_its_own_exact_schema(client) -> None:  # type: ignore[no-untyped-def]
     t = await tool(client)
     assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False  # type: ignore[attr-defined]
-    schema = t.input_schema  # type: ignore[attr-defined]
+    published = t.input_schema["properties"]["inputs"]  # type: ignore[attr-defined]
+    assert set(published["properties"]["probe"]["enum"]) == PROBE_IDS  # tools/list: each probe named once
+    async with client.session() as c:
+        whole = json.loads((await c.read_resource("schemas://tools/run_probe")).contents[0].text)
+    schema, output = whole["inputSchema"], whole["outputSchema"]  # the exact schemas, one read away
     inputs = schema["properties"]["inputs"]
     assert set(inputs["discriminator"]["mapping"]) == PROBE_IDS
     defs = schema["$defs"]
@@ -45,7 +49,7 @@ async def test_run_probe_is_read_only_and_each_probe_has_its_own_exact_schema(cl
         assert len(d["properties"]["probe"].get("enum", [d["properties"]["probe"].get("const")])) == 1
     assert set(defs["MdeInputs"]["properties"]) >= {"sd", "n", "claimed_effect", "alpha", "power"}
     assert schema["required"] == ["inputs"]
-    verdict_enum = t.output_schema["properties"]["verdict"]["enum"]  # type: ignore[attr-defined]
+    verdict_enum = output["properties"]["verdict"]["enum"]
     assert set(verdict_enum) == VERDICTS
 
 

@@ -36,7 +36,8 @@ async def test_remote_run_walks_six_phases_with_the_tool_for_each(client) -> Non
         text = text_of(await c.get_prompt("remote_run", {"host": "local", "run_name": "abl-7"}))
     phases = re.findall(r"^Phase (\d) ", text, re.M)
     assert phases == ["0", "1", "2", "3", "4", "5"]
-    for tool in ("audit_box", "launch_detached", "tail_logs", "list_runs", "verify_artifacts", "teardown"):
+    for tool in ("audit_box", "launch_detached", "tail_logs", "list_runs", "verify_artifacts", "plan_teardown",
+                 "teardown"):
         assert f"`{tool}(" in text
     assert 'name="abl-7"' in text and "profiles://local" in text
     assert "#iron-law" in text

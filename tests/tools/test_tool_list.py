@@ -9,6 +9,7 @@ EXPECTED = {
     "tail_logs": (True, False, True, True),
     "list_runs": (True, False, True, True),
     "verify_artifacts": (False, False, True, True),
+    "plan_teardown": (True, False, True, True),  # writes only its plan and token to the local ledger
     "teardown": (False, True, False, True),
     "run_probe": (True, False, True, True),
     "reconcile_evidence": (False, False, True, True),

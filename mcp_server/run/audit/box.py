@@ -24,6 +24,11 @@ ORDER = ["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A7b", "A8", "A9", "A10", "A1
          "A31", "A32", "A33", "A34"]
 
 
+class SkipGroup(BaseModel):
+    reason: str = Field(description="why these checks did not run (the same evidence for each)")
+    ids: list[str]
+
+
 class AuditResult(BaseModel):
     host: str
     profile: str
@@ -32,7 +37,10 @@ class AuditResult(BaseModel):
     headline: str = Field(default="", description="the verdict in one line, with what it does not cover "
                           "(a box with no GPU: the GPU checks were skipped)")
     counts: dict[str, int]
-    checks: list[Check]
+    checks: list[Check] = Field(description="with detail=problems (the default) only the WARN and FAIL checks")
+    passed: list[str] = Field(default_factory=list, description="with detail=problems: the ids of the PASS checks")
+    skipped: list[SkipGroup] = Field(default_factory=list,
+                                     description="with detail=problems: the SKIP checks grouped by their reason")
     mounts: list[MountReport]
     gpus: list[GpuReport]
     round_trips: int = Field(description="remote round trips this audit used")
@@ -193,3 +201,16 @@ def record_audit(ledger: Ledger, facts: Facts, result: AuditResult) -> None:
         "oom_kill": cgroup.get("oom_kill"), "uptime_s": facts.text("uptime").split()[:1],
         "audited_at": result.audited_at,
     })
+
+
+def problems_only(result: AuditResult) -> AuditResult:
+    """The audit with full detail only where something is wrong: PASS checks by id, SKIP checks
+    grouped by their reason (one line for "no GPU" instead of a dozen), WARN and FAIL whole."""
+    groups: dict[str, list[str]] = {}
+    for c in result.checks:
+        if c.status == "SKIP":
+            groups.setdefault(c.evidence, []).append(c.id)
+    passed = list(dict.fromkeys(c.id for c in result.checks if c.status == "PASS"))
+    return result.model_copy(update={
+        "checks": [c for c in result.checks if c.status in ("WARN", "FAIL")], "passed": passed,
+        "skipped": [SkipGroup(reason=reason, ids=ids) for reason, ids in groups.items()]})

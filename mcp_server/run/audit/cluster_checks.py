@@ -131,9 +131,9 @@ def c4_durable_not_scratch(f: Facts) -> Check:
     if durable is None:
         return check("A34", title, "SKIP", "the durable root was not measured", root)
     where = f"durable root {durable.resolved} on {durable.mount_point or '?'} ({durable.fstype or '?'})"
-    # Only a scratch root the inventory names is known to be the cluster's scratch (the profile's
-    # default is a folder in the home directory).
-    named = f.spec.scratch_root != f.spec.profile.scratch_root
+    # Only a scratch root the inventory names is known to be the cluster's scratch (the default is
+    # a folder in the home directory or inside the durable root itself).
+    named = f.spec.scratch_named
     same = (named and scratch is not None and durable is not scratch and scratch.resolved != durable.resolved
             and durable.filesystem is not None and durable.filesystem == scratch.filesystem)
     if same or SCRATCH_WORDS.search(durable.resolved):

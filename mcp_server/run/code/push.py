@@ -169,7 +169,7 @@ async def _send(host: Host, root: Path, dir_word: str, sid: str, send: list[Loca
             sums = {f".rgt/batch-{i}.sha": manifest_text(batch).encode()}
             payload = await asyncio.to_thread(_tar, root, batch, sums | (extra if i == len(batches) - 1 else {}))
             got = await host.run(scripts.command_words("code_receive", dir_word, quote(sid), quote(str(i))),
-                                 stdin=payload, timeout=max(60.0, len(payload) / 2e6), max_output=65536)
+                                 stdin=payload, timeout=max(60.0, len(payload) / 2e6), max_output=65536, slow=True)
             if not got.ok:
                 raise RgtError("a batch did not arrive intact: " + (got.text + got.err_text).strip()[-400:],
                                host=host.name, exit_status=got.exit_status,

@@ -125,7 +125,8 @@ async def aggregate_cells(host: Host, spec: HostSpec, req: AggregateRequest, *,
     root = req.root or spec.scratch_root
     words = [path_word(root, "root"), quote(req.cells), quote(req.marker), path_word(spec.durable_root, "durable root"),
              quote(req.name), quote(str(BUDGET_S)), *map(quote, req.files)]
-    res = await host.run(job_script("job_aggregate", *words, libraries=(load("job_sync"),)), timeout=BUDGET_S + 90)
+    res = await host.run(job_script("job_aggregate", *words, libraries=(load("job_sync"),)), timeout=BUDGET_S + 90,
+                         slow=True)
     res.check("aggregating cells", next_step="check the source root and the durable root on the box")
     if res.text.startswith("RGT-NOROOT"):
         raise NotFoundError("the source root does not exist on the box", host=spec.name, path=root,

@@ -46,7 +46,7 @@ async def cancel_array(host: Host, spec: HostSpec, array_id: str, mark: CancelRe
                         quote(mark.model_dump_json(by_alias=True)), quote(signal_first or ""),
                         quote(str(max(1, round(mark.grace_s * 10)))), *(path_word(d, "run dir") for d in live),
                         libraries=(scripts.load(SlurmEngine.library),))
-    res = await host.run(script, timeout=2 * mark.grace_s + 40)
+    res = await host.run(script, timeout=2 * mark.grace_s + 40, slow=True)
     if res.exit_status == _NO_ARRAY:
         raise NotFoundError("no job arrays are recorded for this sweep", host=spec.name, path=array_dir)
     res.check("cancelling the sweep")

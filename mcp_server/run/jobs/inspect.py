@@ -195,7 +195,7 @@ async def sample_run(host: Host, spec: HostSpec, run_id: str, window_s: int = DE
     root = record.outputs.root if record.outputs else record.workdir
     script = scripts.command_words("job_inspect", path_word(run_dir, "run dir"), quote(str(int(window_s))),
                                    path_word(root, "output root"))
-    res = await host.run(script, timeout=window_s + 15)
+    res = await host.run(script, timeout=window_s + 15, slow=True)
     res.check("sampling the run")
     facts, samples = parse_samples(res.text)
     if facts.get("live") != "1":

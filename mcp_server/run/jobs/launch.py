@@ -339,7 +339,7 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     if ledger is not None:  # before the probe: a client that gives up during it can still find the run
         _record_begun(ledger, spec, req, record)
     async with ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"):
-        res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20)
+        res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20, slow=req.probe_s > 1)
     result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
     if ledger is not None and result.outcome in ("running", "queued", "exited_early"):
         _record_launch(ledger, spec, req, record, result)

@@ -4,7 +4,6 @@ the cost meter."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -17,7 +16,7 @@ from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.run.audit.nvidia import Q_GPU_FIELDS, Gpu, parse_gpus
 from mcp_server.run.jobs.rundir import RunOutputs, RunRecordSummary, RunStatus
-from mcp_server.run.jobs.runscan import BoxRun, RunFilter, page, read_records, scan_runs
+from mcp_server.run.jobs.runscan import BoxRun, RunFilter, page, read_records, scan_script, scanned_runs
 from mcp_server.run.jobs.status import ENDED, LIVE
 from mcp_server.run.teardown.cost import accrued
 
@@ -63,18 +62,24 @@ def run_hosts(ledger: Ledger, inventory: Iterable[str]) -> list[str]:
     return sorted({"local", *inventory, *(e.host for e in ledger.events("launch", limit=10000) if e.host)})
 
 
-async def _box_now(host: Host) -> tuple[float, list[Gpu]]:
-    """The box's clock and its GPUs, for ages and the idle-meter warning."""
-    res = await host.run(scripts.command_words("job_box_now", quote(",".join(Q_GPU_FIELDS))), timeout=25)
-    res.check("reading the box's clock and GPUs")
+_RUNS_FOLLOW = "RGT-RUNS"
+
+
+async def _clock_and_runs(host: Host, spec: HostSpec) -> tuple[float, list[Gpu], list[BoxRun]]:
+    """The box's clock and GPUs (for ages and the idle-meter warning) and its runs, in one round
+    trip: the clock script, then the run scan, in one shell."""
+    clock = scripts.command_words("job_box_now", quote(",".join(Q_GPU_FIELDS)))
+    res = await host.run(f"{clock}\necho {_RUNS_FOLLOW}\n{scan_script(spec)}", timeout=30)
+    res.check("reading the box's clock, GPUs and runs")
+    head, _, listing = res.text.partition(f"{_RUNS_FOLLOW}\n")
     now, gpus = 0.0, []
-    for line in res.text.splitlines():
+    for line in head.splitlines():
         key, _, value = line.partition("=")
         if key == "now":
             now = float(value)
         elif key == "gpu":
             gpus += parse_gpus(value)[0]
-    return now, gpus
+    return now, gpus, await scanned_runs(host, spec, listing)
 
 
 def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) -> RunSummary:
@@ -93,7 +98,7 @@ def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) ->
 async def list_runs(host: Host, spec: HostSpec, ledger: Ledger, *, limit: int | None = None,
                     cursor: str | None = None, where: RunFilter | None = None) -> HostRuns:
     """One page of the box's runs (all of them when limit is None), newest first."""
-    (now, gpus), scanned = await asyncio.gather(_box_now(host), scan_runs(host, spec))
+    now, gpus, scanned = await _clock_and_runs(host, spec)
     matching = [r for r in scanned if where is None or where.keeps(r)]
     shown, next_cursor = page(matching, limit, cursor)
     records = await read_records(host, spec, [r.run_id for r in shown])
@@ -128,4 +133,4 @@ def _idle_warning(spec: HostSpec, ledger: Ledger, live: int, gpus: list[Gpu]) ->
     cost = accrued(ledger, spec)
     return (f"the meter is running on an idle box: no live run and {len(gpus)} idle GPU(s)"
             f"{'; ' + cost if cost else ''}. Pull and verify results, then plan a teardown "
-            "(teardown without a token shows what stops billing) — nothing was stopped.")
+            "(plan_teardown shows what stops billing) — nothing was stopped.")

@@ -120,7 +120,7 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     children, secrets, facts, queue_id = await prepare_sweep(host, spec, commands, start_index, req, redactor, "shell")
     queue_dir = f"{facts['base']}/runs/{queue_id}"
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
-    res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30)
+    res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30, slow=req.probe_s > 1)
     res.check("starting the queue")
     states = parse_kv(res.text)
     runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200],

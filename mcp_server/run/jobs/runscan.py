@@ -85,14 +85,25 @@ def _parse_line(line: str) -> BoxRun | None:
                   state=StateLine.parse(state).to_state())
 
 
+def scan_script(spec: HostSpec) -> str:
+    """The script that lists every run dir under the durable root with its state (last in a
+    script it ends, so another script may run before it in the same round trip)."""
+    return scripts.command_words("job_list_runs", path_word(runs_dir_path(spec.durable_root), "durable root"))
+
+
+async def scanned_runs(host: Host, spec: HostSpec, listing: str) -> list[BoxRun]:
+    """The runs `scan_script` printed, with the state of engines that keep their own (one round
+    trip per such engine with unended runs)."""
+    runs = [r for r in map(_parse_line, listing.splitlines()) if r is not None]
+    return await _engine_states(host, spec, runs)
+
+
 async def scan_runs(host: Host, spec: HostSpec) -> list[BoxRun]:
     """Every run dir under the durable root with its state: one round trip (plus one per engine
     with its own notion of state and unended runs)."""
-    runs_dir = path_word(runs_dir_path(spec.durable_root), "durable root")
-    res = await host.run(scripts.command_words("job_list_runs", runs_dir), timeout=30)
+    res = await host.run(scan_script(spec), timeout=30)
     res.check("listing runs")
-    runs = [r for r in map(_parse_line, res.text.splitlines()) if r is not None]
-    return await _engine_states(host, spec, runs)
+    return await scanned_runs(host, spec, res.text)
 
 
 # Statuses the run dir proves by itself (an exit file or a cancel record).

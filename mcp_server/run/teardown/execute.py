@@ -1,4 +1,4 @@
-"""teardown's second phase: with the plan's token, re-evaluate, take the token exactly
+"""teardown's second phase: with plan_teardown's token, re-evaluate, take the token exactly
 once, run the verb, and confirm on the platform that the meter stopped."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from mcp_server.settings import HTTP_TIMEOUT_S, TEARDOWN_CONFIRM_S
 
 TOKEN_TTL_S = 30 * 60
 Ask = Callable[[str], Awaitable[bool]]
+# Tools whose plan comes from a separate read-only tool (the others plan when called without a token).
+_PLANNER = {"teardown": "plan_teardown"}
 
 
 async def execute(host: Host, spec: HostSpec, action: str, token: str, *, ledger: Ledger, redactor: Redactor,
@@ -27,7 +29,7 @@ async def execute(host: Host, spec: HostSpec, action: str, token: str, *, ledger
     rec = check_token(ledger, token, spec, action)
     fresh = await plan(host, spec, action, ledger, allow_unverified=allow_unverified, issue=False)
     refuse_if_changed(fresh, rec)
-    if ask is not None and not await ask(_question(fresh)):
+    if ask is not None and not await ask(question(fresh)):
         ledger.record("teardown_confirm", host=spec.name, summary="declined by the user",
                       data={"action": action, "plan_hash": fresh.plan_hash, "decision": "declined"})
         return TeardownResult(plan=fresh, executed=False, allow_unverified=allow_unverified,
@@ -51,7 +53,8 @@ def check_token(ledger: Ledger, token: str, spec: HostSpec, action: str, tool: s
     rec = ledger.token(token)
     if rec is None:
         raise GateRefused(f"unknown token: it did not come from a {tool} plan", host=spec.name,
-                          next_step=f"call {tool} without a token to get a plan and its token")
+                          next_step=f"call {_PLANNER[tool]} to get a plan and its token" if tool in _PLANNER
+                          else f"call {tool} without a token to get a plan and its token")
     if rec.host != spec.name or rec.action != action:
         raise GateRefused("the token belongs to another plan", host=spec.name,
                           observed=f"plan for {rec.host} / {rec.action}", expected=f"{spec.name} / {action}",
@@ -73,7 +76,8 @@ def refuse_if_changed(fresh: TeardownPlan, rec: TokenRecord) -> None:
                           host=fresh.host, next_step="nothing was executed; plan again and review the new plan")
 
 
-def _question(p: TeardownPlan) -> str:
+def question(p: TeardownPlan) -> str:
+    """What the user is asked before the verb runs, from the plan alone (same plan, same question)."""
     lost = "; ".join(p.loses) or "nothing"
     still = "; ".join(p.keeps_billing) or "nothing known"
     warn = " UNVERIFIED DATA WILL BE LOST (allow_unverified)." if p.allow_unverified else ""

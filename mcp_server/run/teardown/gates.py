@@ -3,7 +3,8 @@ verification records) and says pass / fail / not_required with the evidence.
 
   G1 no live run on the box (its run directories say so, not the ledger)
   G2 every finished run is covered by a passing verification newer than its end, whose
-     manifest covers the run's declared outputs
+     manifest covers the run's declared outputs; the verifications are the machine's, through
+     whichever inventory name they were made (plan.py keys them by the box's identity)
   G3 nothing under a verified root was written after it was verified
   G4 a destructive action on a platform with a non-destructive park has that park offered
 
@@ -39,13 +40,17 @@ class Gate(BaseModel):
     evidence: str
 
 
-def covers(v: RecordedVerification, run: RunSummary) -> bool:
-    """A passing verification newer than the run's end whose files cover its declared outputs."""
+def covers(v: RecordedVerification, run: RunSummary, host: str | None = None) -> bool:
+    """A passing verification newer than the run's end whose files cover its declared outputs.
+    `host`: the name the plan is for; a record made through another name of the same machine
+    matches by its physical root (or an absolute root as called), never a `~` path, which is
+    another login's home under another name."""
     if not v.record.passed or (run.ended_at and v.ts < run.ended_at):
         return False
     if run.outputs is None:
         return True
-    roots = {r.rstrip("/") for r in (v.record.root, v.record.abs_root) if r}
+    named = v.record.root if host is None or v.record.host == host or v.record.root.startswith("/") else None
+    roots = {r.rstrip("/") for r in (named, v.record.abs_root) if r}
     if run.outputs.root.rstrip("/") not in roots:
         return False
     return all(any(glob_regex(p).match(f) for f in v.record.files) for p in run.outputs.patterns)
@@ -61,8 +66,9 @@ def g1(runs: HostRuns) -> Gate:
     return Gate(id="G1", name="no live run", state="pass", evidence=f"{len(runs.runs)} run(s) on the box, none live")
 
 
-def g2(runs: HostRuns, verifs: Verifications, needed: bool) -> tuple[Gate, list[RecordedVerification]]:
-    """G2 and the verifications it relied on (newest first)."""
+def g2(runs: HostRuns, verifs: Verifications, needed: bool,
+       host: str | None = None) -> tuple[Gate, list[RecordedVerification]]:
+    """G2 and the verifications it relied on (newest first); `host` as for `covers`."""
     if not needed:
         return Gate(id="G2", name=G2_NAME, state="not_required", evidence="the action keeps the data"), []
     passing = verifs.passing
@@ -71,7 +77,7 @@ def g2(runs: HostRuns, verifs: Verifications, needed: bool) -> tuple[Gate, list[
     for r in runs.runs:
         if r.status in LIVE:
             continue
-        cover = next((v for v in passing if covers(v, r)), None)
+        cover = next((v for v in passing if covers(v, r, host)), None)
         if cover is None:
             why = "declared outputs not in any passing verification newer than its end" if r.outputs else \
                 "no passing verification newer than its end"
@@ -79,14 +85,16 @@ def g2(runs: HostRuns, verifs: Verifications, needed: bool) -> tuple[Gate, list[
         else:
             used[cover.event_id] = cover
     if not passing:
-        none = "no passing verify_artifacts for this box in the ledger: nothing proves a local copy"
+        none = ("no passing verify_artifacts of this machine in the ledger (under any of its names): nothing "
+                "proves a local copy")
         return _g2_fail(verifs, none), []
     if gaps:
         return _g2_fail(verifs, "; ".join(gaps[:MAX_LISTED])), list(used.values())
     latest = passing[0]
     used.setdefault(latest.event_id, latest)
+    through = f", made through {latest.record.host!r}" if host is not None and latest.record.host != host else ""
     evidence = (f"{len(used)} verification(s) cover every finished run; latest {latest.record.manifest} "
-                f"({len(latest.record.files)} files)")
+                f"({len(latest.record.files)} files{through})")
     return Gate(id="G2", name=G2_NAME, state="pass", evidence=evidence + _unreadable(verifs)), list(used.values())
 
 

@@ -19,9 +19,11 @@ from mcp_server.platforms.base import MeterOutcome
 from mcp_server.run.jobs.listing import HostRuns, list_runs
 from mcp_server.run.teardown.cost import accrued
 from mcp_server.run.teardown.gates import Gate, g1, g2, g3, g4
-from mcp_server.verify.artifacts.record import RecordedVerification, read_verifications
+from mcp_server.verify.artifacts.identity import read_identity
+from mcp_server.verify.artifacts.record import RecordedVerification, Verifications, of_machine, read_verifications
 
 WAIVABLE = ("G2", "G3")
+VERIFICATIONS_READ = 2000  # the newest verification events of every host; older ones never lift a gate
 
 
 class TeardownPlan(BaseModel):
@@ -82,8 +84,8 @@ async def _gates(host: Host, spec: HostSpec, act: MeterAction, ledger: Ledger, r
                  allow_unverified: bool) -> tuple[list[Gate], list[RecordedVerification], str | None]:
     """Every gate (waivers applied), the verifications G2 relied on, and the park to offer."""
     destroys_data = act.irreversible or bool(act.loses)
-    verifs = read_verifications(ledger.events("verification", host=spec.name, limit=1000))
-    gate2, used = g2(runs, verifs, destroys_data)
+    verifs = await _verifications(host, spec, ledger) if destroys_data else Verifications()
+    gate2, used = g2(runs, verifs, destroys_data, host=spec.name)
     gate3 = await g3(host, used, destroys_data)
     gate4, offer = g4(spec, act)
     gates = [g1(runs), gate2, gate3, gate4]
@@ -91,6 +93,17 @@ async def _gates(host: Host, spec: HostSpec, act: MeterAction, ledger: Ledger, r
         gates = [g.model_copy(update={"state": "waived", "evidence": "WAIVED by allow_unverified: " + g.evidence})
                  if g.id in WAIVABLE and g.state == "fail" else g for g in gates]
     return gates, used, offer
+
+
+async def _verifications(host: Host, spec: HostSpec, ledger: Ledger) -> Verifications:
+    """The verifications of this machine, through whichever inventory name they were made: keyed
+    by the machine identity read on the box now (the record's producer), so a second name for the
+    same box finds them and another box under a reused name does not. A Kubernetes host's files
+    are its PVC, read through a throwaway reader pod with no lasting identity: keyed by its name."""
+    if spec.kind == "kubernetes":
+        return read_verifications(ledger.events("verification", host=spec.name, limit=VERIFICATIONS_READ))
+    box = await read_identity(host)
+    return of_machine(ledger.events("verification", limit=VERIFICATIONS_READ), box, spec.name)
 
 
 async def plan(host: Host, spec: HostSpec, action: str, ledger: Ledger, allow_unverified: bool = False,
@@ -138,4 +151,4 @@ def _next(act: MeterAction, unmet: list[str], token: str | None) -> str:
         return "nothing to stop on this box"
     if act.executor == "manual":
         return "confirm with this token to record your decision; then do the manual steps yourself"
-    return f"ask the user; to execute exactly this plan call teardown again with token={token}"
+    return f"ask the user; to execute exactly this plan call teardown with token={token}"

@@ -4,7 +4,8 @@
 The machine-id decides when both sides have one: it is what distinguishes two machines that
 share a cloned image (and so the same SSH host keys). `RGT_MACHINE_ID` set on a box replaces it
 and the record says so. Without a machine-id on both sides the SSH host key decides, then the
-hostname; when in doubt two identities count as one machine, so an acceptance errs toward refusal."""
+hostname; when in doubt two identities count as one machine, so an acceptance errs toward refusal.
+`is_box` is the strict rule for the teardown gates, where doubt must mean two machines."""
 
 from __future__ import annotations
 
@@ -68,3 +69,15 @@ def same_machine(a: HostIdentity, b: HostIdentity) -> str | None:
     if a.hostname == b.hostname:
         return f"no machine-id on both sides and the same hostname {a.hostname!r}"
     return None
+
+
+def is_box(recorded: HostIdentity, box: HostIdentity, same_name: bool) -> bool:
+    """Is the machine a record names (`recorded`) the box that reports `box` now? Strict, for the
+    teardown gates: a machine-id on either side decides (both must have it and agree), then an SSH
+    host key; with neither, only a record made through the same inventory name on the same hostname
+    counts. Doubt means no: another machine's verification never lifts a gate."""
+    if recorded.machine_id or box.machine_id:
+        return recorded.machine_id == box.machine_id
+    if recorded.host_key or box.host_key:
+        return recorded.host_key == box.host_key
+    return same_name and recorded.hostname == box.hostname

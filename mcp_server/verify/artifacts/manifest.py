@@ -107,6 +107,7 @@ class RootFacts:
     now: float | None  # the box's clock at the listing
     python: str = ""
     openssl: str = ""
+    under: int | None = None  # which allowed root (1-based) holds the root, when some were given
 
     @property
     def hasher(self) -> str:
@@ -120,7 +121,8 @@ class RootFacts:
             raise CommandFailed("the listing did not report the root's physical path", host=host, path=root)
         nproc = kv.get("nproc", "")
         return cls(abs_root=kv["abs"], nproc=max(1, int(nproc)) if nproc.isdigit() else 1, now=_float(kv.get("now")),
-                   python=kv.get("python", ""), openssl=kv.get("openssl", ""))
+                   python=kv.get("python", ""), openssl=kv.get("openssl", ""),
+                   under=int(kv["under"]) if kv.get("under", "").isdigit() else None)
 
 
 def _float(text: str | None) -> float | None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_server.ledger import Event
 from mcp_server.verify.artifacts.checks import FileVerdict
-from mcp_server.verify.artifacts.identity import HostIdentity
+from mcp_server.verify.artifacts.identity import HostIdentity, is_box
 from mcp_server.verify.artifacts.roster import RosterFinding
 
 VerifiedSchema = Literal["remote-gpu-trainer/PULL-VERIFIED/v4"]
@@ -85,6 +85,24 @@ def read_verifications(events: list[Event]) -> Verifications:
             continue
         out.valid.append(RecordedVerification(event_id=ev.id, ts=ev.ts, record=record))
     return out
+
+
+def of_machine(events: list[Event], box: HostIdentity, name: str) -> Verifications:
+    """The verifications of the machine that reports `box`, made through any inventory name: the
+    record's producer (read on the box when it was verified) is matched, not the name it was
+    called by (identity.is_box). An event whose producer is unreadable counts only for the name
+    it was recorded under, where read_verifications names it as not a verification."""
+    mine = []
+    for ev in events:
+        try:
+            producer = HostIdentity.model_validate(ev.data.get("producer"), strict=True)
+        except ValidationError:
+            if ev.host == name:
+                mine.append(ev)
+            continue
+        if is_box(producer, box, same_name=ev.host == name):
+            mine.append(ev)
+    return read_verifications(mine)
 
 
 def _problems(exc: ValidationError) -> str:

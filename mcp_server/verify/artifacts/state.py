@@ -71,6 +71,8 @@ class Listing(BaseModel):
     newest_mtime: float
     files: dict[str, ListedFile]
     job: str | None = Field(default=None, description="the on-box hashing job, once started")
+    widened_by: str | None = Field(default=None, description="the inventory's verify_roots entry that alone "
+                                   "allowed this root (not the durable or scratch root)")
 
 
 class PulledManifest(BaseModel):

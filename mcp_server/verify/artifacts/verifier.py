@@ -30,6 +30,7 @@ from mcp_server.verify.artifacts.checks import check_file
 from mcp_server.verify.artifacts.finalize import finalize
 from mcp_server.verify.artifacts.identity import read_identity, this_machine
 from mcp_server.verify.artifacts.manifest import (
+    RootFacts,
     build_manifest,
     list_root,
     manifest_path,
@@ -91,7 +92,10 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
     transferred = 0
     try:
         while state.phase in steps and time.monotonic() < deadline:
-            transferred += await steps[state.phase](host, spec, req, state, dest, deadline, progress)
+            phase = state.phase
+            transferred += await steps[phase](host, spec, req, state, dest, deadline, progress)
+            if phase == "listing":
+                record_widening(ledger, spec, req, state)
             save_state(dest, state)
     finally:  # a lost connection keeps what was settled before it: those files are never sent again
         save_state(dest, state)
@@ -105,6 +109,25 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
     return _result(spec, req, state, dest, transferred)
 
 
+def widened_by(spec: HostSpec, facts: RootFacts) -> str | None:
+    """The verify_roots entry that alone let this root be read (None: the durable or scratch root)."""
+    roots = spec.result_roots
+    if facts.under is None or not 0 < facts.under <= len(roots):
+        return None
+    root = roots[facts.under - 1]
+    return None if root in (spec.durable_root, spec.scratch_root) else root
+
+
+def record_widening(ledger: Ledger | None, spec: HostSpec, req: VerifyRequest, state: PullState) -> None:
+    """A root read only because the inventory widened verify_artifacts' reach: said in the ledger."""
+    listing = state.listing
+    if ledger is None or listing is None or listing.widened_by is None:
+        return
+    ledger.record("verify_root_widened", host=spec.name, run_id=req.run_id,
+                  summary=f"read {listing.abs_root} under the verify_roots entry {listing.widened_by}",
+                  data={"root": req.root, "abs_root": listing.abs_root, "verify_roots_entry": listing.widened_by})
+
+
 async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullState, dest: Path, deadline: float,
                    progress: Progress | None) -> int:
     """List the root, learn who holds it and who checks it, and name local tamper: all at once."""
@@ -113,7 +136,7 @@ async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullSt
         asyncio.to_thread(local_changes, dest, state.files))
     res = resolve(state.roster, entries)
     state.listing = Listing(
-        abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher,
+        abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher, widened_by=widened_by(spec, facts),
         newest_mtime=max((e.mtime for e in entries if not OWN_FILES.search(e.path)), default=0.0),
         files={e.path: ListedFile(size=e.size, mtime=e.mtime) for e in res.files})
     state.findings = tampered + res.findings
@@ -233,7 +256,7 @@ def _next_step(verified: bool, state: PullState) -> str:
     if not verified:
         return f"call verify_artifacts again with the same arguments to continue (phase {state.phase})"
     if state.passed:
-        return "verified: teardown may now be planned (teardown without a token shows the plan)"
+        return "verified: teardown may now be planned (plan_teardown shows the plan)"
     kinds = sorted({f.kind for f in state.findings if f.blocking})
     return (f"NOT verified ({', '.join(kinds)}): fix what the findings name (missing outputs, changed files, "
             "checkpoints that do not load), then call verify_artifacts again; do not tear down")

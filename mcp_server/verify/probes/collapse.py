@@ -4,14 +4,19 @@ effective rank and real-vs-shuffled, with the same checks on the raw input first
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server import lazy
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import NextProbe, ProbeFinding, next_probe, num
 from mcp_server.verify.probes.sources import Matrix, load_matrix
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy.module("numpy")  # loaded by the first probe that computes, not at server start
 
 CATALOG = ["VP10"]
 QUESTION = "Do distinct inputs still produce distinct outputs, or has the representation collapsed?"

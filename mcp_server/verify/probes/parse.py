@@ -10,12 +10,17 @@ import json
 import math
 import re
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
 
+from mcp_server import lazy
 from mcp_server.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy.module("numpy")  # loaded by the first probe that computes, not at server start
 
 MAX_ROWS = 2_000_000
 _EXT = {

@@ -4,14 +4,19 @@ data and raise InputError naming the file, the column and what was expected."""
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from mcp_server import lazy
 from mcp_server.errors import InputError
 from mcp_server.verify.probes.parse import column, detect, parse_config, parse_npy, parse_rows, to_float
 from mcp_server.verify.probes.refs import FileRef, InputReader
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy.module("numpy")  # loaded by the first probe that computes, not at server start
 
 MAX_INLINE = 100_000
 

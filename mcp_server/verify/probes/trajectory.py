@@ -4,16 +4,21 @@ non_finite, flat, best_at_first, diverged, peak_then_decline, plateau, still_imp
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server import lazy
 from mcp_server.errors import InputError
 from mcp_server.verify.probes.directions import Direction, resolve
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import NextProbe, ProbeFinding, next_probe, num
 from mcp_server.verify.probes.sources import KeyedSeries, load_series
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy.module("numpy")  # loaded by the first probe that computes, not at server start
 
 CATALOG = ["VP2"]
 QUESTION = "Is the gap a real effect, or instability / under-convergence read off an endpoint?"

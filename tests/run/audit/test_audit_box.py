@@ -30,7 +30,8 @@ def gpu_box(env, box, tmp_path):
 
 
 async def audit_of(client, **args) -> dict:
-    res = structured(await client.call_tool("audit_box", args))
+    """Every check in full (these tests read PASS and SKIP evidence too)."""
+    res = structured(await client.call_tool("audit_box", {"detail": "all", **args}))
     (outcome,) = res["outcomes"]
     assert outcome["error"] is None, outcome["error"]
     return outcome["audit"]
@@ -206,7 +207,40 @@ def test_call_command_prints_the_local_audit_as_json(env) -> None:
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["outcomes"][0]["audit"]["checks"][0]["id"] == "A1"
+    assert "A1" in data["outcomes"][0]["audit"]["passed"]
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What `call` prints when its stdout is a terminal (a pty)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    done = subprocess.run([console_script(), "call", *args], stdout=follower, stderr=subprocess.PIPE,
+                          timeout=120, env=dict(os.environ))
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the pty's other end is closed: all is read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert done.returncode == 0, done.stderr
+    return b"".join(chunks).decode()
+
+
+def test_call_command_on_a_terminal_prints_the_short_reading_and_json_only_when_asked(env) -> None:
+    import json
+
+    text = _on_a_terminal("audit_box", '{"host": "local"}')
+    assert "headline: " in text and "no GPU" in text and not text.lstrip().startswith("{")
+    assert len(text) < 3000
+    whole = json.loads(_on_a_terminal("audit_box", '{"host": "local"}', "--json"))
+    assert whole["outcomes"][0]["audit"]["headline"]
 
 
 def test_call_command_exits_non_zero_on_a_tool_error(env) -> None:

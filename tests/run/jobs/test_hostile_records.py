@@ -31,5 +31,5 @@ async def test_security_malformed_run_records_never_break_the_listing_or_the_pla
     ids = {r["run_id"] for r in outcome["runs"]["runs"]}
     assert good["run_id"] in ids and set(BAD) <= ids
     action = "none" if request.node.callspec.params["durable_box"] == "local" else "manual"
-    plan = structured(await client.call_tool("teardown", {"host": "gpu1", "action": action}))
-    assert plan["plan"]["gates"][0]["id"] == "G1" and plan["plan"]["gates"][0]["state"] == "pass", plan
+    plan = structured(await client.call_tool("plan_teardown", {"host": "gpu1", "action": action}))
+    assert plan["gates"][0]["id"] == "G1" and plan["gates"][0]["state"] == "pass", plan

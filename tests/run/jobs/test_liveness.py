@@ -38,7 +38,7 @@ async def test_security_a_run_whose_wrapper_died_is_orphaned_live_and_cancellabl
     listed = structured(await client.call_tool("list_runs", {"host": "gpu1"}))["outcomes"][0]["runs"]
     assert listed["live"] == 1 and listed["runs"][0]["status"] == "orphaned"
     action = "none" if request.node.callspec.params["durable_box"] == "local" else "manual"
-    plan = structured(await client.call_tool("teardown", {"host": "gpu1", "action": action}))["plan"]
+    plan = structured(await client.call_tool("plan_teardown", {"host": "gpu1", "action": action}))
     g1 = plan["gates"][0]
     assert g1["id"] == "G1" and g1["state"] == "fail" and run["run_id"] in g1["evidence"]
     res = await cancel(client, run["run_id"], grace_s=1, reason="orphaned test")

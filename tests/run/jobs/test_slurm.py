@@ -213,10 +213,10 @@ async def test_a_slurm_profile_host_submits_through_slurm_by_default_and_refuses
         "host": "cluster", "backend": "shell", "command": f"touch {canary}", "probe_s": 2,
         "login_node_reason": "pip install into the project env"}))
     assert "on the login node, as asked" in " ".join(allowed["outcomes"][0]["launch"]["notes"])
-    plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
+    plan = structured(await client.call_tool("plan_teardown", {"host": "cluster", "action": "none"}))
     assert plan["executor"] == "none"
     live = await submit(client, "sleep 120")
-    plan = structured(await client.call_tool("teardown", {"host": "cluster", "action": "none"}))["plan"]
+    plan = structured(await client.call_tool("plan_teardown", {"host": "cluster", "action": "none"}))
     g1 = next(g for g in plan["gates"] if g["id"] == "G1")
     assert g1["state"] == "fail" and live["run_id"] in g1["evidence"], g1
     assert not plan["ready"] and "cancel_run" in plan["next_step"], plan["next_step"]
@@ -342,7 +342,8 @@ async def test_audit_of_a_login_node_checks_the_cluster_not_local_gpus(login_nod
     held = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True,
                           check=True).stdout.strip()
     try:
-        res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+        res = structured(await client.call_tool("audit_box",
+                                                {"host": "cluster", "detail": "all"}))["outcomes"][0]["audit"]
     finally:
         subprocess.run(["scancel", held], check=False)
     checks = {c["id"]: c for c in res["checks"]}
@@ -360,7 +361,7 @@ async def test_audit_of_a_login_node_checks_the_cluster_not_local_gpus(login_nod
     scratch.mkdir(parents=True)
     env.config.write_text(inventory.replace(f'durable_root = "{login_node}"', f'durable_root = "{scratch}"') +
                           '[hosts.cluster.slurm]\npartition = "gpu-a100"\n')
-    res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+    res = structured(await client.call_tool("audit_box", {"host": "cluster", "detail": "all"}))["outcomes"][0]["audit"]
     checks = {c["id"]: c for c in res["checks"]}
     assert checks["A34"]["status"] == "WARN" and "a scratch path" in checks["A34"]["evidence"]
     assert checks["A31"]["status"] == "FAIL" and "'gpu-a100' is not listed" in checks["A31"]["evidence"]
@@ -369,7 +370,7 @@ async def test_audit_of_a_login_node_checks_the_cluster_not_local_gpus(login_nod
     fast = tmp_path / "fast"
     fast.mkdir()
     env.config.write_text(inventory.replace('[hosts."cluster"]\n', f'[hosts."cluster"]\nscratch_root = "{fast}"\n'))
-    res = structured(await client.call_tool("audit_box", {"host": "cluster"}))["outcomes"][0]["audit"]
+    res = structured(await client.call_tool("audit_box", {"host": "cluster", "detail": "all"}))["outcomes"][0]["audit"]
     c4 = next(c for c in res["checks"] if c["id"] == "A34")
     assert c4["status"] == "WARN" and f"the same filesystem as the scratch root {fast}" in c4["evidence"], c4
 

@@ -114,3 +114,12 @@ def test_a_requeue_jobs_attempt_killed_by_term_is_not_the_end_even_before_signal
     assert s.status == "running"
     natural = slurm_state(line("exited|1|1700000100|120|1700000000", "RUNNING|None|", source="squeue", requeue="1"))
     assert natural.status == "failed" and natural.exit_code == 1
+
+
+def test_a_requeue_jobs_stopped_attempt_still_completing_is_not_the_end() -> None:
+    # Under load squeue shows the stopped attempt COMPLETING before the requeue puts it back to
+    # PENDING (a clean-clone run read `failed 143` there): the run is not over.
+    s = slurm_state(line(KILLED_ATTEMPT, "COMPLETING|None|", source="squeue", requeue="1"))
+    assert s.status == "running" and "runs the job again" in evidence(s)
+    plain = slurm_state(line(KILLED_ATTEMPT, "COMPLETING|None|", source="squeue", requeue="0"))
+    assert plain.status == "failed", "without --requeue a TERM's 143 is the run's end"

@@ -1,5 +1,5 @@
-"""teardown: plan then confirm behind the Iron Law, against platform doubles (a loopback
-HTTP server with the documented REST shapes, fake CLIs on PATH) and the real sshd."""
+"""plan_teardown, then teardown with its token, behind the Iron Law, against platform doubles (a
+loopback HTTP server with the documented REST shapes, fake CLIs on PATH) and the real sshd."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def rig(env, box, tmp_path, monkeypatch, double):
 
 
 async def plan_of(client, action="terminate", **kw) -> dict:
-    return structured(await client.call_tool("teardown", {"host": "pod", "action": action, **kw}))["plan"]
+    return structured(await client.call_tool("plan_teardown", {"host": "pod", "action": action, **kw}))
 
 
 async def confirm(client, token, action="terminate", **kw):
@@ -86,7 +86,7 @@ async def test_teardown_succeeds_after_a_real_verified_pull_and_the_ledger_shows
     await verified(client, rig)
     p = await plan_of(client)
     assert p["ready"] is True and p["token"], p["unmet"]
-    res = structured(await confirm(client, p["token"]))["result"]
+    res = structured(await confirm(client, p["token"]))
     assert res["executed"] and res["outcome"]["confirmed"] and res["outcome"]["final_state"] == "gone"
     assert "DELETE /pods/pod-1" in double.calls
     kinds = [e.kind for e in reversed(Ledger.open(env.home / "ledger.sqlite").events(host="pod"))]
@@ -191,7 +191,7 @@ async def test_tokens_from_another_plan_unknown_or_replayed_are_refused(rig, cli
     assert stop["ready"]
     assert "another plan" in error_text(await confirm(client, stop["token"], action="terminate"))
     assert "did not come from a teardown plan" in error_text(await confirm(client, "0" * 32))
-    ok = structured(await confirm(client, stop["token"], action="stop"))["result"]
+    ok = structured(await confirm(client, stop["token"], action="stop"))
     assert ok["outcome"]["confirmed"] and ok["outcome"]["final_state"] == "EXITED"
     assert "already used" in error_text(await confirm(client, stop["token"], action="stop"))
 
@@ -200,7 +200,7 @@ async def test_allow_unverified_is_recorded_and_echoed(rig, client, env) -> None
     p = await plan_of(client, allow_unverified=True)
     assert p["ready"] and p["allow_unverified"]
     assert {g["id"]: g["state"] for g in p["gates"]}["G2"] == "waived"
-    res = structured(await confirm(client, p["token"], allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], allow_unverified=True))
     assert res["allow_unverified"] is True and "WITHOUT a verified pull" in res["message"]
     ev = Ledger.open(env.home / "ledger.sqlite").latest("teardown_confirm", host="pod")
     assert ev.data["allow_unverified"] is True and ev.data["unverified_waived"] == ["G2", "G3"]
@@ -224,7 +224,7 @@ async def test_delete_ok_but_the_pod_remains_is_not_reported_as_stopped(rig, cli
     monkeypatch.setenv("RGT_TEARDOWN_CONFIRM_S", "1")  # it never stops: no need to poll long to see that
     double.add("pod-1", "RUNNING", mode="remains")
     p = await plan_of(client, allow_unverified=True)
-    res = structured(await confirm(client, p["token"], allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], allow_unverified=True))
     assert res["executed"] and res["outcome"]["confirmed"] is False
     assert "NOT confirmed" in res["message"] and "check the console" in res["message"]
 
@@ -234,7 +234,7 @@ async def test_vast_destroy_is_eventually_consistent_without_a_false_failure(rig
     double.add("777", "running", mode="eventual", lag=2)
     p = await plan_of(client, action="destroy", allow_unverified=True)
     assert p["offer_park_first"] is None or "stop" in p["offer_park_first"]
-    res = structured(await confirm(client, p["token"], action="destroy", allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], action="destroy", allow_unverified=True))
     assert res["outcome"]["confirmed"] and res["outcome"]["polls"] >= 2
 
 
@@ -243,7 +243,7 @@ async def test_lambda_terminate_that_hangs_is_requeried_not_retried(rig, client,
     rig["inventory"](profile="lambda", instance_id="lam-1")
     double.add("lam-1", "active", mode="hang")
     p = await plan_of(client, allow_unverified=True)
-    res = structured(await confirm(client, p["token"], allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], allow_unverified=True))
     assert "did not answer" in res["platform_answer"] and "re-queried" in res["platform_answer"]
     assert res["outcome"]["confirmed"]
     assert double.calls.count("POST /instance-operations/terminate") == 1
@@ -259,7 +259,7 @@ async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environm
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     rig["inventory"](profile="vastai", instance_id="888")
     p = await plan_of(client, action="stop", allow_unverified=True)
-    res = structured(await confirm(client, p["token"], action="stop", allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], action="stop", allow_unverified=True))
     assert res["outcome"]["confirmed"] and res["outcome"]["final_state"] == "exited"
     argv = Path(str(state) + ".argv").read_text()
     assert '["stop", "instance", "888"]' in argv and KEY not in argv
@@ -273,7 +273,7 @@ async def test_fake_runpodctl_on_path_terminates(rig, client, tmp_path, monkeypa
     fake_cli(bindir, "runpodctl", state, "RUNPOD_API_KEY")
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     p = await plan_of(client, allow_unverified=True)
-    res = structured(await confirm(client, p["token"], allow_unverified=True))["result"]
+    res = structured(await confirm(client, p["token"], allow_unverified=True))
     assert res["outcome"]["confirmed"] and json.loads(state.read_text()) == {}
 
 
@@ -290,7 +290,7 @@ async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box, monke
         assert {g["id"]: g["state"] for g in p["gates"]}["G2"] == "not_required", "a park keeps the disk"
         release = await plan_of(client, action="release")
         assert "power-off (关机)" in release["offer_park_first"]
-        res = structured(await confirm(client, p["token"], action="power-off"))["result"]
+        res = structured(await confirm(client, p["token"], action="power-off"))
         await until(lambda: marker.exists() and marker.read_text().strip(), what="the detached shutdown to run")
         assert marker.read_text().strip() == "-h now"
         assert res["executed"]
@@ -301,15 +301,15 @@ async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box, monke
 async def test_manual_platforms_tell_the_user_exactly_what_to_do(env, box, client, tmp_path) -> None:
     env.write_inventory({"cn": {"destination": "testbox", "profile": "china", "durable_root": str(tmp_path)}})
     args = {"host": "cn", "action": "release", "allow_unverified": True}
-    p = structured(await client.call_tool("teardown", args))["plan"]
+    p = structured(await client.call_tool("plan_teardown", args))
     assert p["executor"] == "manual" and "数据盘" in p["manual_steps"]
     res = structured(await client.call_tool("teardown", {"host": "cn", "action": "release", "token": p["token"],
-                                                         "allow_unverified": True}))["result"]
+                                                         "allow_unverified": True}))
     assert res["executed"] is False and "stopped by hand" in res["message"]
 
 
 async def test_an_unknown_action_names_the_profiles_actions(rig, client) -> None:
-    text = error_text(await client.call_tool("teardown", {"host": "pod", "action": "destroy"}))
+    text = error_text(await client.call_tool("plan_teardown", {"host": "pod", "action": "destroy"}))
     assert "'stop'" in text and "'terminate'" in text
 
 

@@ -138,3 +138,36 @@ async def test_security_a_file_swapped_for_a_symlink_after_the_listing_is_not_ha
     got, err = await until(finished, what="the hasher to finish")
     assert set(got) == {"c.bin"}
     assert "refused a.bin" in err and "refused sub/b.bin" in err
+
+
+@pytest.mark.parametrize("hasher", list(FORCE))
+async def test_security_a_file_or_parent_swapped_for_a_symlink_after_the_listing_is_refused_by_every_hasher(
+        any_host: Host, tmp_path: Path, hasher: str) -> None:
+    """The listing→hash race: what was listed as a regular file is opened without following a
+    symlink (O_NOFOLLOW: Python's os.open, or GNU dd's iflag=nofollow before openssl/sha256sum),
+    and a parent directory made a symlink meanwhile is refused too."""
+    root = tmp_path / "results"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.bin").write_bytes(b"a" * 1000)
+    (root / "ok.bin").write_bytes(b"fine")
+    (root / "sub" / "b.bin").write_bytes(b"b" * 1000)
+    secret_dir = tmp_path / "elsewhere"
+    secret_dir.mkdir()
+    (secret_dir / "b.bin").write_bytes(b"a secret")
+    facts, entries = await list_root(any_host, str(root))
+    forced = dataclasses.replace(facts, **FORCE[hasher])
+    (root / "a.bin").unlink()
+    (root / "a.bin").symlink_to("/etc/passwd")
+    (root / "sub" / "b.bin").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(secret_dir)
+    job = await start_hashing(any_host, forced, [e for e in entries if e.kind == "f"])
+
+    async def finished() -> tuple[dict[str, tuple[int | None, str]], str] | None:
+        done, got, err = await poll_hashing(any_host, facts.abs_root, job)
+        return (got, err) if done else None
+
+    got, err = await until(finished, what=f"the {hasher} hasher to finish")
+    assert set(got) == {"ok.bin"}, "only the file still as listed is hashed"
+    assert got["ok.bin"][1] == hashlib.sha256(b"fine").hexdigest()
+    assert "refused a.bin" in err and "refused sub/b.bin" in err

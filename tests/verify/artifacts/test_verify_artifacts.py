@@ -196,6 +196,25 @@ async def test_security_a_root_outside_the_boxs_roots_is_refused(results, client
     assert not Path("/etc/.rgt").exists()
 
 
+async def test_security_a_root_read_only_through_verify_roots_is_recorded_in_the_ledger(results, client, env,
+                                                                                          tmp_path) -> None:
+    extra = tmp_path.parent / (tmp_path.name + "-project")
+    extra.mkdir()
+    (extra / "a.json").write_text("{}")
+    env.write_inventory({"gpu1": {"destination": "testbox", "durable_root": str(tmp_path),
+                                  "verify_roots": [str(extra)]}})
+    r = await until_done(client, root=str(extra), roster=["a.json"])
+    assert r["passed"] is True
+    ledger = Ledger.open(env.home / "ledger.sqlite")
+    try:
+        (widened,) = ledger.events("verify_root_widened", host="gpu1")
+        assert widened.data["verify_roots_entry"] == str(extra) and widened.data["abs_root"] == str(extra.resolve())
+        await until_done(client, root=str(results), roster=["train.csv"])  # under the durable root: nothing to say
+        assert len(ledger.events("verify_root_widened", host="gpu1")) == 1
+    finally:
+        ledger.close()
+
+
 async def test_security_a_rewritten_run_json_cannot_send_the_pull_elsewhere(results, client) -> None:
     launched = structured(await client.call_tool("launch_detached", {
         "host": "gpu1", "command": "mkdir -p out && echo '{\"acc\": 0.9}' > out/metrics.json", "workdir": str(results),

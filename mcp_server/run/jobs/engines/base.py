@@ -113,7 +113,7 @@ class RunDirEngine:
         tenths = str(max(1, round(grace_s * 10)))
         script = job_script("job_cancel", path_word(run_dir, "run dir"), quote(job), quote(signal_first or ""),
                             quote(tenths), libraries=(STATE_FUNCS, scripts.load(self.library)))
-        res = await host.run(script, timeout=2 * grace_s + 20)
+        res = await host.run(script, timeout=2 * grace_s + 20, slow=True)
         if res.exit_status == _NO_RUN_DIR:
             raise NotFoundError("no such run dir on this box", host=host.name, path=run_dir,
                                 next_step="list_runs shows the runs on the box")

@@ -59,7 +59,8 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
-    if ended and _stopped(requeue, own) and (state in QUEUED or state == "RUNNING"):
+    if ended and _stopped(requeue, own) and (state in QUEUED or state in RUNNING):
+        # (COMPLETING too: under load Slurm shows the stopped attempt ending before the requeue)
         return _attempt_again(own, state, told, age_s, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.

@@ -1,0 +1,155 @@
+"""The text a tool result carries next to its structured content: a short reading of it.
+
+Clients hand a result's text to the model; the structured content holds the whole typed result.
+Repeating that JSON as text doubled every result's cost, so the text is a compact rendering:
+empty and default fields left out, long lists and strings cut with a count of what was left out,
+logs as their last lines, and the next step last. `RGT_RESULT_TEXT=json` restores the full JSON
+text for a client that shows its model only the text."""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from typing import Any
+
+MAX_LINES = 40
+MAX_VALUE = 200
+MAX_ITEMS = 8
+SHORT, MAX_SHORT_ITEMS = 12, 40  # a list of short values (check ids) is shown up to this many
+EXPANDED = 2  # lists of at most this many objects are shown whole
+LOG_LINES = 20
+# Fields whose value is a log or page text: shown as their last lines, not cut to one line.
+_TEXT_BLOCKS = {"text", "log_tail", "last_line", "excerpt"}
+# A False worth saying (the rest of the False flags are defaults).
+_TELLING_FALSE = {"passed", "ready", "clean", "done", "ended", "complete", "live", "changed", "executed",
+                  "authoritative", "eof"}
+# Bookkeeping nobody reads in a summary (all of it stays in the structured result).
+_NOISE = {"route", "routes", "inputs_digest", "plan_hash", "audited_at", "log_mtime", "data", "catalog",
+          "round_trips", "duration_s", "offset", "polls", "status_at_start", "mime_type", "ledger_id"}
+# In a one-line item these come first, in this order: what the item is, then how it stands.
+_FIRST = {k: i for i, k in enumerate(("id", "ids", "name", "run_id", "host", "status", "verdict", "state", "code"))}
+_NEXT = ("next_step", "next_probe", "hint")
+_DROP: ContextVar[frozenset[str]] = ContextVar("summary_drop", default=frozenset())
+URI = re.compile(r"\b(?:references|profiles|runs|schemas)://[^\s\"'<>)\]]+")
+
+
+def _scalar(value: Any) -> str:
+    text = str(value).replace("\n", " ⏎ ") if not isinstance(value, float) else f"{value:g}"
+    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + "…"
+
+
+def _keep(key: str, value: Any) -> bool:
+    if key in _NOISE or key in _NEXT or key in _DROP.get():
+        return False
+    if value is None or value == "" or value == [] or value == {}:
+        return False
+    return not (value is False and key not in _TELLING_FALSE)
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return ",".join(str(v) for v in value)
+    return "…" if isinstance(value, (dict, list)) else _scalar(value)
+
+
+def _item(value: Any) -> str:
+    """One list item on one line: an object as its scalar fields `k=v`, the naming ones first."""
+    if not isinstance(value, dict):
+        return _scalar(value)
+    keys = sorted((k for k, v in value.items() if _keep(k, v)), key=lambda k: _FIRST.get(k, len(_FIRST)))
+    return _scalar(" ".join(f"{k}={_inline(value[k])}" for k in keys))
+
+
+def _block(key: str, text: str, pad: str, out: list[str]) -> None:
+    lines = text.rstrip("\n").splitlines()
+    more = f" (last {LOG_LINES} of {len(lines)} lines)" if len(lines) > LOG_LINES else ""
+    out.append(f"{pad}{key}:{more}")
+    out.extend(f"{pad}  {line[:400]}" for line in lines[-LOG_LINES:])
+
+
+def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0) -> None:
+    for key, value in data.items():
+        if not _keep(key, value):
+            continue
+        if key in _TEXT_BLOCKS and isinstance(value, str) and "\n" in value.strip():
+            _block(key, value, pad, out)
+        elif isinstance(value, dict):
+            if depth >= 2:
+                out.append(f"{pad}{key}: {_item(value)}")
+                continue
+            out.append(f"{pad}{key}:")
+            _render(value, pad + "  ", out, depth + 1)
+        elif isinstance(value, list):
+            _list(key, value, pad, out, depth)
+        else:
+            out.append(f"{pad}{key}: {_scalar(value)}")
+
+
+def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int) -> None:
+    more = f" (+{len(value) - MAX_ITEMS} more)" if len(value) > MAX_ITEMS else ""
+    if all(not isinstance(v, (dict, list)) for v in value):
+        if all(len(str(v)) <= SHORT for v in value[:MAX_SHORT_ITEMS]):  # ids, names: all of them fit a line
+            more = f" (+{len(value) - MAX_SHORT_ITEMS} more)" if len(value) > MAX_SHORT_ITEMS else ""
+            out.append(f"{pad}{key}: {', '.join(str(v) for v in value[:MAX_SHORT_ITEMS])}{more}")
+            return
+        out.append(f"{pad}{key}: {', '.join(_scalar(v) for v in value[:MAX_ITEMS])}{more}")
+        return
+    out.append(f"{pad}{key} ({len(value)}):")
+    if len(value) <= EXPANDED and depth < 2 and all(isinstance(v, dict) for v in value):
+        for v in value:  # a few results (one per host, say): each in full
+            lines: list[str] = []
+            _render(v, pad + "    ", lines, depth + 1)
+            out.extend([f"{pad}  - {lines[0].lstrip()}", *lines[1:]] if lines else [])
+        return
+    out.extend(f"{pad}  - {_item(v)}" for v in value[:MAX_ITEMS])
+    if more:
+        out.append(f"{pad}  …{more}")
+
+
+def _next_steps(data: Any, found: list[str]) -> None:
+    """Every next step in the result, outermost first, each once."""
+    if isinstance(data, dict):
+        for key in _NEXT:
+            value = data.get(key)
+            text = _item(value) if isinstance(value, dict) else value
+            if isinstance(text, str) and text and text not in found:
+                found.append(text)
+        for value in data.values():
+            _next_steps(value, found)
+    elif isinstance(data, list):
+        for value in data[:MAX_ITEMS]:
+            _next_steps(value, found)
+
+
+def summarize(data: dict[str, Any], drop: frozenset[str] = frozenset()) -> str:
+    """The text form of one structured result (see the module's note); `drop`: fields of this
+    tool's result that a reading can do without."""
+    out: list[str] = []
+    token = _DROP.set(drop)
+    try:
+        _render(data, "", out)
+    finally:
+        _DROP.reset(token)
+    if len(out) > MAX_LINES:
+        out = [*out[:MAX_LINES], f"… {len(out) - MAX_LINES} more lines in the structured result"]
+    steps: list[str] = []
+    _next_steps(data, steps)
+    out.extend(f"next: {_scalar(s)}" for s in steps[:3])
+    return "\n".join(out) if out else "done (no fields to show)"
+
+
+def uris(data: Any, found: list[str] | None = None) -> list[str]:
+    """Every resource URI the result names (routes, pages, runs), each once, in order."""
+    found = [] if found is None else found
+    if isinstance(data, dict):
+        for value in data.values():
+            uris(value, found)
+    elif isinstance(data, list):
+        for value in data:
+            uris(value, found)
+    elif isinstance(data, str):
+        for uri in URI.findall(data):
+            uri = uri.rstrip(".,;:")
+            if uri not in found:
+                found.append(uri)
+    return found

@@ -1,0 +1,88 @@
+"""What a client reads on every session and after every call, kept small: the tool list with
+lean schemas and each description's first paragraph, results whose text is a short reading with
+links to the resources they name, and every tool's full schemas as a resource."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+from mcp_server.errors import NotFoundError
+from mcp_server.tools._lean import lean_input, lean_output
+from mcp_server.tools._summary import summarize, uris
+
+MAX_LINKS = 8
+# Per tool, fields a reading of its result can do without (they stay in the structured result).
+SUMMARY_DROP: dict[str, frozenset[str]] = {
+    "audit_box": frozenset({"mounts", "profile"}),
+    "tail_logs": frozenset({"path", "next_offset"}),
+}
+SCHEMAS = "schemas://tools/{name}"
+
+
+def first_paragraph(text: str | None) -> str:
+    return (text or "").strip().split("\n\n", 1)[0].strip()
+
+
+def lean_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """One tool of tools/list (wire form) as published: lean schemas, the description's first
+    paragraph; everything else (name, title, annotations) as it was."""
+    lean = {**tool, "description": first_paragraph(tool.get("description")),
+            "inputSchema": lean_input(tool.get("inputSchema") or {"type": "object"})}
+    if tool.get("outputSchema") is not None:
+        lean["outputSchema"] = lean_output(tool["outputSchema"])
+    return lean
+
+
+def _link(uri: str) -> dict[str, Any]:
+    return {"type": "resource_link", "uri": uri, "name": uri.split("://", 1)[1]}
+
+
+def lean_result(result: dict[str, Any], tool: str = "") -> dict[str, Any]:
+    """A tools/call result (wire form) whose text is the summary of its structured content instead
+    of a JSON copy, with a link per resource it names. A tool that wrote its own text (plots,
+    inspect) keeps it; errors are left alone."""
+    data = result.get("structuredContent")
+    if result.get("isError") or not isinstance(data, dict):
+        return result
+    content = list(result.get("content") or [])
+    first = content[0] if content else None
+    if isinstance(first, dict) and first.get("type") == "text" and str(first.get("text", "")).lstrip().startswith("{"):
+        content[0] = {**first, "text": summarize(data, SUMMARY_DROP.get(tool, frozenset()))}
+    content.extend(_link(u) for u in uris(data)[:MAX_LINKS])
+    return {**result, "content": content}
+
+
+def _middleware(json_text: bool) -> Any:
+    published: dict[str, dict[str, Any]] = {}
+
+    async def lean_surface(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if not isinstance(result, dict):
+            return result
+        if ctx.method == "tools/list" and isinstance(result.get("tools"), list):
+            tools = [published.setdefault(str(t.get("name")), lean_tool(t)) for t in result["tools"]]
+            return {**result, "tools": tools}
+        if ctx.method == "tools/call" and not json_text:
+            return lean_result(result, str((ctx.params or {}).get("name", "")))
+        return result
+
+    return lean_surface
+
+
+def register(server: MCPServer) -> None:
+    server.middleware.append(_middleware(os.environ.get("RGT_RESULT_TEXT", "summary") == "json"))
+
+    @server.resource(SCHEMAS, name="tool-schemas", title="A tool's full input and output JSON Schemas",
+                     mime_type="application/json",
+                     description="the complete schemas and description of one tool (tools/list publishes lean ones)")
+    async def tool_schemas(name: str) -> str:
+        tool = next((t for t in await server.list_tools() if t.name == name), None)
+        if tool is None:
+            raise NotFoundError(f"no tool named {name!r}", next_step="tools/list names them")
+        return json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema,
+                           "outputSchema": tool.output_schema}, indent=1)

@@ -1,0 +1,102 @@
+"""What a session costs a model's context, as budgets in bytes (issue 19): the tool list every
+session sends, and results whose text is a short reading instead of a second copy of the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from mcp import Client
+
+from mcp_server.server import build_server
+from mcp_server.settings import Settings
+from tests.conftest import structured
+
+TOOLS_LIST_BUDGET = 25_000
+AUDIT_TEXT_BUDGET = 2_500
+AUDIT_STRUCTURED_BUDGET = 6_000
+
+
+async def test_the_tool_list_fits_its_budget_and_every_tool_has_a_title(client) -> None:
+    async with client.session() as c:
+        listed = await c.list_tools()
+    tools = listed.tools
+    size = len(listed.model_dump_json(by_alias=True, exclude_none=True))  # the whole result, as on the wire
+    assert size <= TOOLS_LIST_BUDGET, f"tools/list is {size} bytes (budget {TOOLS_LIST_BUDGET})"
+    for t in tools:
+        assert t.title and len(t.title) <= 40, t.name
+        assert "\n\n" not in (t.description or ""), t.name  # the first paragraph only
+
+
+async def test_lean_schemas_name_every_argument_the_full_ones_do_and_the_resource_has_the_full_ones(client) -> None:
+    server = build_server(Settings.from_env())
+    full = {t.name: t for t in await server.list_tools()}
+    async with Client(server) as c:
+        lean = {t.name: t for t in (await c.list_tools()).tools}
+        page = await c.read_resource("schemas://tools/run_probe")
+    assert set(lean) == set(full)
+    for name, tool in lean.items():
+        props = set(full[name].input_schema.get("properties", {}))
+        assert set(tool.input_schema.get("properties", {})) == props, name
+        assert set(tool.input_schema.get("required", [])) == set(full[name].input_schema.get("required", [])), name
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+    whole = json.loads(page.contents[0].text)
+    assert "$defs" in whole["inputSchema"] and whole["outputSchema"]["properties"]["verdict"]
+    # A tagged union is described once: each probe by its fields.
+    inputs = lean["run_probe"].input_schema["properties"]["inputs"]
+    assert "seed_variance(" in inputs["description"] and "checkpoint_identity" in inputs["properties"]["probe"]["enum"]
+
+
+async def test_a_call_that_the_full_schema_accepts_the_lean_one_accepts(client) -> None:
+    """Clients may check arguments against the published schema before calling."""
+    calls = {
+        "launch_detached": {"host": "local", "command": "true", "slurm": {"partition": "gpu", "gpus": 2},
+                            "env": {"A": "1"}, "probe_s": 0},
+        "run_probe": {"inputs": {"probe": "mde", "sd": 0.5, "n": 3, "claimed_effect": 0.4}},
+        "audit_box": {"hosts": ["local"], "expect_gpu": {"name": "H100", "count": 8}, "detail": "all"},
+        "verify_artifacts": {"host": "local", "root": "/tmp",
+                             "cells": {"glob": "c*", "expect": 2, "files": ["m.json"]}},
+    }
+    async with client.session() as c:
+        lean = {t.name: t for t in (await c.list_tools()).tools}
+    for name, args in calls.items():
+        jsonschema.validate(args, lean[name].input_schema)
+
+
+async def test_an_audit_result_is_a_short_reading_with_links_and_the_structured_result_has_the_problems(client) -> None:
+    async with client.session() as c:
+        res = await c.call_tool("audit_box", {"host": "local"})
+        full = await c.call_tool("audit_box", {"host": "local", "detail": "all"})
+    data = structured(res)
+    text = res.content[0].text
+    assert not text.lstrip().startswith("{"), "the text is a reading, not a JSON copy"
+    assert len(text) <= AUDIT_TEXT_BUDGET, len(text)
+    assert len(json.dumps(data)) <= AUDIT_STRUCTURED_BUDGET, len(json.dumps(data))
+    audit = data["outcomes"][0]["audit"]
+    assert audit["headline"] in text
+    assert all(c["status"] in ("WARN", "FAIL") for c in audit["checks"])
+    every = structured(full)["outcomes"][0]["audit"]["checks"]
+    assert {c["id"] for c in every if c["status"] == "PASS"} == set(audit["passed"])
+    skipped = {i for g in audit["skipped"] for i in g["ids"]}
+    assert skipped == {c["id"] for c in every if c["status"] == "SKIP"}
+    links = [c.uri for c in res.content if c.type == "resource_link"]
+    assert links == [c["route"] for c in audit["checks"]][:8], "a link per problem's reference section"
+    for c in audit["checks"]:
+        assert c["id"] in text
+
+
+async def test_results_validate_against_the_published_output_schema(client) -> None:
+    async with client.session() as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        res = await c.call_tool("search_references", {"query": "disk full inodes"})
+    jsonschema.validate(structured(res), tools["search_references"].output_schema)
+    assert "references://" in res.content[0].text
+
+
+async def test_rgt_result_text_json_gives_clients_that_show_only_text_the_whole_result(
+        client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RGT_RESULT_TEXT", "json")
+    async with client.session() as c:
+        res = await c.call_tool("search_references", {"query": "disk full inodes"})
+    assert json.loads(res.content[0].text) == structured(res)
