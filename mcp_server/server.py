@@ -12,6 +12,7 @@ import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.shared._context_streams import create_context_streams
@@ -32,6 +33,13 @@ deliver them from one evidence layer. Start with audit_box on the box ("local" i
 Reference pages are resources (references://..., profiles://<platform>); read the one a check or
 finding routes you to. Destructive actions are two-phase: plan, then confirm with the token the
 plan returned (plan_teardown, then teardown with its token, only on the user's explicit yes)."""
+
+
+# The lists that change only with a new release (tools, prompts, reference pages, templates): a
+# client may keep them an hour instead of asking again each session turn.
+STATIC_LISTS: dict[CacheableMethod, CacheHint] = {
+    method: CacheHint(ttl_ms=3_600_000, scope="public")
+    for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list")}
 
 
 class StaticToken:
@@ -78,6 +86,7 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
         subscriptions=bus,
         token_verifier=StaticToken(http_token) if http_token else None,
         auth=AuthSettings(issuer_url=http_url, resource_server_url=http_url) if http_token and http_url else None,
+        cache_hints=STATIC_LISTS,
     )
     register_all(server, only_tool)
     server.middleware.append(watch_subscriptions)

@@ -38,16 +38,18 @@ class InventoryEntry(BaseModel):
     kubernetes: KubeOptions | None = Field(default=None, description="a Kubernetes namespace's job defaults")
     verify_roots: list[str] = Field(default_factory=list, max_length=16,
                                     description="more box directories verify_artifacts may read results from")
+    log_roots: list[str] = Field(default_factory=list, max_length=16,
+                                 description="more box directories tail_logs may read logs from")
 
     @field_validator("durable_root", "scratch_root", "python")
     @classmethod
     def _box_path(cls, v: str | None) -> str | None:
         return None if v is None else check_path(v)
 
-    @field_validator("verify_roots")
+    @field_validator("verify_roots", "log_roots")
     @classmethod
     def _box_paths(cls, v: list[str]) -> list[str]:
-        return [check_path(p, "verify_roots entry") for p in v]
+        return [check_path(p, "a verify_roots or log_roots entry") for p in v]
 
 
 class Inventory(BaseModel):

@@ -45,6 +45,7 @@ class HostSpec:
     slurm: SlurmOptions | None = None
     kubernetes: KubeOptions | None = None
     verify_roots: tuple[str, ...] = ()
+    log_roots: tuple[str, ...] = ()
     scratch_named: bool = False  # the inventory names the scratch root (else it follows the durable root)
 
     @property
@@ -104,6 +105,7 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool, local_root: str)
         slurm=entry.slurm,
         kubernetes=entry.kubernetes,
         verify_roots=tuple(entry.verify_roots),
+        log_roots=tuple(entry.log_roots),
     )
 
 

@@ -5,7 +5,8 @@
 # $1 log file  $2 run dir ("" for a bare log path)  $3 start offset ("": the last $4 bytes)
 # $4 window bytes  $5 nonce for the section markers  $6 signature tail bytes
 # $7 margin: bytes of context sent before and after the window, so a secret straddling its edge is
-# masked too   $8... the roots a log may be read under (the durable and scratch roots)
+# masked too   $8... the roots a log may be read under (the durable and scratch roots, the
+# inventory's log_roots)
 f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6 margin=$7
 shift 7
 if [ -n "$run" ]; then
@@ -24,12 +25,14 @@ case $real in
   /etc/gshadow*|/etc/sudoers*|/proc/*|/sys/*|/dev/*)
     printf 'RGT-DENIED %s\n' "$real"; exit 0;;
 esac
-inside=
+inside='' n=0
 for r in "$@"; do
+  n=$((n + 1))
   rr=$(readlink -f -- "$r" 2>/dev/null) || continue
-  case $real in "$rr"/*) inside=1;; esac
+  case $real in "$rr"/*) [ -n "$inside" ] || inside=$n;; esac
 done
 [ -n "$inside" ] || { printf 'RGT-OUTSIDE %s\n' "$real"; exit 0; }
+printf 'under=%s\n' "$inside"  # which of the roots (1-based) holds the log
 f=$real
 sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || { echo RGT-NOLOG; exit 0; }
 size=${sm% *}

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any
+
+from mcp_server import untrusted
 
 MAX_LINES = 40
 MAX_VALUE = 200
@@ -18,8 +21,8 @@ MAX_ITEMS = 8
 SHORT, MAX_SHORT_ITEMS = 12, 40  # a list of short values (check ids) is shown up to this many
 EXPANDED = 2  # lists of at most this many objects are shown whole
 LOG_LINES = 20
-# Fields whose value is a log or page text: shown as their last lines, not cut to one line.
-_TEXT_BLOCKS = {"text", "log_tail", "last_line", "excerpt"}
+# Fields whose value is text read from the box (a log): shown as their last lines, labelled as data.
+_TEXT_BLOCKS = {"text", "log_tail", "last_line"}
 # A False worth saying (the rest of the False flags are defaults).
 _TELLING_FALSE = {"passed", "ready", "clean", "done", "ended", "complete", "live", "changed", "executed",
                   "authoritative", "eof"}
@@ -29,12 +32,18 @@ _NOISE = {"route", "routes", "inputs_digest", "plan_hash", "audited_at", "log_mt
 # In a one-line item these come first, in this order: what the item is, then how it stands.
 _FIRST = {k: i for i, k in enumerate(("id", "ids", "name", "run_id", "host", "status", "verdict", "state", "code"))}
 _NEXT = ("next_step", "next_probe", "hint")
+# Numbers under these keys are Unix times: shown as UTC ISO times (between 2001 and 2100).
+_EPOCH_KEYS = ("_at", "_mtime", "started", "ended")
+EPOCH_MIN, EPOCH_MAX = 1e9, 4.1e9
 _DROP: ContextVar[frozenset[str]] = ContextVar("summary_drop", default=frozenset())
 URI = re.compile(r"\b(?:references|profiles|runs|schemas)://[^\s\"'<>)\]]+")
 
 
-def _scalar(value: Any) -> str:
-    text = str(value).replace("\n", " ⏎ ") if not isinstance(value, float) else f"{value:g}"
+def _scalar(value: Any, key: str = "") -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith(_EPOCH_KEYS) \
+            and EPOCH_MIN < value < EPOCH_MAX:
+        return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds")
+    text = str(value).replace("\n", " ⏎ ") if not isinstance(value, float) else f"{value:.6g}"
     return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + "…"
 
 
@@ -46,10 +55,10 @@ def _keep(key: str, value: Any) -> bool:
     return not (value is False and key not in _TELLING_FALSE)
 
 
-def _inline(value: Any) -> str:
+def _inline(value: Any, key: str) -> str:
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return ",".join(str(v) for v in value)
-    return "…" if isinstance(value, (dict, list)) else _scalar(value)
+    return "…" if isinstance(value, (dict, list)) else _scalar(value, key)
 
 
 def _item(value: Any) -> str:
@@ -57,13 +66,13 @@ def _item(value: Any) -> str:
     if not isinstance(value, dict):
         return _scalar(value)
     keys = sorted((k for k, v in value.items() if _keep(k, v)), key=lambda k: _FIRST.get(k, len(_FIRST)))
-    return _scalar(" ".join(f"{k}={_inline(value[k])}" for k in keys))
+    return _scalar(" ".join(f"{k}={_inline(value[k], k)}" for k in keys))
 
 
 def _block(key: str, text: str, pad: str, out: list[str]) -> None:
     lines = text.rstrip("\n").splitlines()
-    more = f" (last {LOG_LINES} of {len(lines)} lines)" if len(lines) > LOG_LINES else ""
-    out.append(f"{pad}{key}:{more}")
+    more = f", last {LOG_LINES} of {len(lines)} lines" if len(lines) > LOG_LINES else ""
+    out.append(f"{pad}{key} ({untrusted.NOTE}{more}):")
     out.extend(f"{pad}  {line[:400]}" for line in lines[-LOG_LINES:])
 
 
@@ -71,7 +80,7 @@ def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0) -> N
     for key, value in data.items():
         if not _keep(key, value):
             continue
-        if key in _TEXT_BLOCKS and isinstance(value, str) and "\n" in value.strip():
+        if key in _TEXT_BLOCKS and isinstance(value, str):
             _block(key, value, pad, out)
         elif isinstance(value, dict):
             if depth >= 2:
@@ -82,7 +91,7 @@ def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0) -> N
         elif isinstance(value, list):
             _list(key, value, pad, out, depth)
         else:
-            out.append(f"{pad}{key}: {_scalar(value)}")
+            out.append(f"{pad}{key}: {_scalar(value, key)}")
 
 
 def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int) -> None:

@@ -6,10 +6,13 @@ Platform facts (durable root, danger clocks, meter verbs) come from the host's p
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from pydantic import Field
 
 from mcp_server.errors import RgtError
 from mcp_server.hosts.pool import HostSpec
@@ -118,11 +121,20 @@ def deliver_text(project_root: str, run_id: str) -> str:
     ])
 
 
+HostArg = Annotated[str, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
+PlatformArg = Annotated[str | None, Field(description="its platform profile (default: the host's), e.g. runpod")]
+RunNameArg = Annotated[str, Field(description="a name for the run (letters, digits . _ -)")]
+RunIdArg = Annotated[str, Field(description="the run the result comes from (launch_detached, list_runs)")]
+MetricArg = Annotated[str, Field(description="the number in question, e.g. 'val accuracy 0.873'")]
+ProjectArg = Annotated[str, Field(description="the project folder holding EVIDENCE.json and the documents")]
+
+
 def register(server: MCPServer) -> None:
     @server.prompt(title="Run a job on a GPU box, phase by phase", description=(
         "The six-phase remote-run checklist (audit, access, smoke, launch, monitor, pull + teardown) with the tool to "
         "call at each phase, filled in for one host and its platform profile."))
-    def remote_run(ctx: Context, host: str = "local", platform: str | None = None, run_name: str = "run-1") -> str:
+    def remote_run(ctx: Context, host: HostArg = "local", platform: PlatformArg = None,
+                   run_name: RunNameArg = "run-1") -> str:
         app = app_of(ctx)
         try:
             spec = app.pool.spec(host)
@@ -134,11 +146,11 @@ def register(server: MCPServer) -> None:
     @server.prompt(title="Is this number real? The probe ladder", description=(
         "The VERIFY probe ladder for one surprising result: control diff, trajectory, reproduce, statistics, leakage, "
         "collapse, stale checkpoints, with the run_probe call for each."))
-    def verify_result(run_id: str, metric: str = "the headline metric", host: str = "local") -> str:
+    def verify_result(run_id: RunIdArg, metric: MetricArg = "the headline metric", host: HostArg = "local") -> str:
         return verify_text(run_id, metric, host)
 
     @server.prompt(title="Deliver: evidence, reconcile, gate", description=(
         "The DELIVER checklist: verified evidence, cross-document reconciliation, figures, and the per-number "
         "disclosure gate."))
-    def deliver(project_root: str = ".", run_id: str = "the selected run") -> str:
+    def deliver(project_root: ProjectArg = ".", run_id: RunIdArg = "the selected run") -> str:
         return deliver_text(project_root, run_id)

@@ -256,8 +256,13 @@ def _register_tail_logs(server: MCPServer) -> None:
                 from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
 
                 return await kube.tail_run(app, spec, run_id, path, offset=offset, max_bytes=max_bytes, lines=lines)
-            return await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,
-                                   path=path, offset=offset, max_bytes=max_bytes, lines=lines, stall_s=stall_s)
+            result = await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,
+                                     path=path, offset=offset, max_bytes=max_bytes, lines=lines, stall_s=stall_s)
+            if result.read_under:  # a read only the inventory's widening allowed: said in the ledger
+                app.ledger.record("log_root_widened", host=spec.name, run_id=run_id,
+                                  summary=f"tail_logs read {result.path} under the log_roots entry {result.read_under}",
+                                  data={"path": result.path, "log_roots_entry": result.read_under})
+            return result
 
 
 def _register_list_runs(server: MCPServer) -> None:

@@ -29,6 +29,7 @@ async def test_the_three_lifecycle_prompts_are_listed_with_their_arguments(clien
     assert args["verify_result"]["run_id"] is True and "host" in args["verify_result"]
     assert set(args["deliver"]) == {"project_root", "run_id"}
     assert all(p.description and p.title for p in prompts.values())
+    assert all(a.description for p in prompts.values() for a in (p.arguments or [])), "every argument says what it is"
 
 
 async def test_remote_run_walks_six_phases_with_the_tool_for_each(client) -> None:

@@ -24,6 +24,7 @@ async def test_the_tool_list_fits_its_budget_and_every_tool_has_a_title(client) 
     tools = listed.tools
     size = len(listed.model_dump_json(by_alias=True, exclude_none=True))  # the whole result, as on the wire
     assert size <= TOOLS_LIST_BUDGET, f"tools/list is {size} bytes (budget {TOOLS_LIST_BUDGET})"
+    assert listed.ttl_ms and listed.ttl_ms >= 600_000, "a static list a client may keep (the cache hint)"
     for t in tools:
         assert t.title and len(t.title) <= 40, t.name
         assert "\n\n" not in (t.description or ""), t.name  # the first paragraph only

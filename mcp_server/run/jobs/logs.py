@@ -53,6 +53,8 @@ class TailResult(BaseModel):
     stall_warning: str | None = None
     progress: str | None = None
     signatures: list[SignatureHit]
+    read_under: str | None = Field(default=None, description="the host's log_roots entry that alone allowed this "
+                                   "read (recorded in the ledger)")
 
 
 def utf8_safe_len(data: bytes) -> int:
@@ -74,10 +76,24 @@ def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_byt
                       quote(nonce), quote(str(SIGNATURE_TAIL)), quote(str(margin)), *roots)
 
 
-def log_roots(spec: HostSpec) -> list[str]:
+def readable_roots(spec: HostSpec) -> list[str]:
     """Where tail_logs may read on this box: the durable and scratch roots (run dirs live under
-    the durable root). Anything else, and credential files anywhere, is refused."""
-    return [path_word(r, "log root") for r in dict.fromkeys((spec.durable_root, spec.scratch_root))]
+    the durable root) and the inventory's log_roots. Anything else, and credential files
+    anywhere, is refused."""
+    return list(dict.fromkeys((spec.durable_root, spec.scratch_root, *spec.log_roots)))
+
+
+def log_roots(spec: HostSpec) -> list[str]:
+    return [path_word(r, "log root") for r in readable_roots(spec)]
+
+
+def widened_by(spec: HostSpec, under: str) -> str | None:
+    """The log_roots entry that alone let this log be read (None: the durable or scratch root)."""
+    roots = readable_roots(spec)
+    if not under.isdigit() or not 0 < int(under) <= len(roots):
+        return None
+    root = roots[int(under) - 1]
+    return None if root in (spec.durable_root, spec.scratch_root) else root
 
 
 def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
@@ -93,8 +109,9 @@ def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
                          next_step="tail a run by run_id, or a training log under the durable or scratch root")
     if kind == "RGT-OUTSIDE":
         raise InputError("refused: the log is outside the roots tail_logs reads", observed=real,
-                         expected=f"under {spec.durable_root} or {spec.scratch_root}",
-                         next_step="tail the run by run_id, or write the log under one of those roots")
+                         expected=f"under {' or '.join(readable_roots(spec))}",
+                         next_step="tail the run by run_id, write the log under one of those roots, or list its "
+                                   "directory in the host's log_roots (inventory)")
 
 
 @dataclass(frozen=True)
@@ -207,4 +224,5 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], r
         last_write_utc=datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds") if mtime else None,
         seconds_since_write=age, stall_warning=stall, progress=progress_hint(scan_text),
         signatures=sorted(hits.values(), key=lambda h: h.line_no or 0),
+        read_under=widened_by(spec, kv.get("under", "")),
     )

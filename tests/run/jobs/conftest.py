@@ -28,6 +28,7 @@ def group_alive(pgid: int) -> bool:
 class Box:
     durable: Path
     work: Path
+    destination: str = "local"
 
 
 @pytest.fixture(params=["local", "ssh"])
@@ -40,7 +41,7 @@ def durable_box(request: pytest.FixtureRequest, env, tmp_path: Path) -> Iterator
         request.getfixturevalue("box")
         destination = "testbox"
     env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
-    yield Box(durable, work)
+    yield Box(durable, work, destination)
     for pid in durable.glob(".rgt/runs/*/pid"):
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid.read_text()), signal.SIGKILL)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.ledger import Ledger
 from tests.conftest import error_text, structured
 from tests.run.jobs.conftest import Box
 
@@ -27,6 +28,29 @@ async def test_security_tail_logs_refuses_a_file_outside_the_roots(durable_box: 
     outside.write_text(SECRET + "\n")
     text = await _tail_path(client, str(outside))
     assert "[BAD_INPUT]" in text and "outside the roots" in text and str(durable_box.durable) in text
+
+
+async def test_security_a_directory_the_inventory_lists_in_log_roots_is_read_and_the_ledger_says_so(
+        durable_box: Box, client, env, tmp_path: Path) -> None:
+    logs = tmp_path / "site-logs"
+    logs.mkdir()
+    (logs / "train.log").write_text("step=1 loss=0.5\n")
+    (logs / "id_ed25519").write_text(SECRET + "\n")
+    env.write_inventory({"gpu1": {"destination": durable_box.destination, "durable_root": str(durable_box.durable),
+                                  "log_roots": [str(logs)]}})
+    read = structured(await client.call_tool("tail_logs", {"host": "gpu1", "path": str(logs / "train.log")}))
+    assert "loss=0.5" in read["text"] and read["read_under"] == str(logs)
+    assert "holds credentials" in await _tail_path(client, str(logs / "id_ed25519")), "the deny list still wins"
+    ledger = Ledger.open(env.home / "ledger.sqlite")
+    try:
+        (event,) = ledger.events("log_root_widened", host="gpu1")
+        assert event.data["log_roots_entry"] == str(logs)
+    finally:
+        ledger.close()
+    under_root = durable_box.durable / "ok.log"
+    under_root.write_text("fine\n")
+    plain = structured(await client.call_tool("tail_logs", {"host": "gpu1", "path": str(under_root)}))
+    assert plain["read_under"] is None
 
 
 async def test_security_tail_logs_refuses_system_secrets(durable_box: Box, client) -> None:
