@@ -76,9 +76,14 @@ def _block(key: str, text: str, pad: str, out: list[str]) -> None:
     out.extend(f"{pad}  {line[:400]}" for line in lines[-LOG_LINES:])
 
 
-def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0) -> None:
+def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0,
+            said: dict[str, Any] | None = None) -> None:
+    """`data` as indented lines; `said`: the scalars an enclosing object already showed (a nested
+    `host: gpu1` under `host: gpu1` says nothing new)."""
+    said = {} if said is None else said
+    here = {**said, **{k: v for k, v in data.items() if not isinstance(v, (dict, list))}}
     for key, value in data.items():
-        if not _keep(key, value):
+        if not _keep(key, value) or (key in said and said[key] == value):
             continue
         if key in _TEXT_BLOCKS and isinstance(value, str):
             _block(key, value, pad, out)
@@ -87,14 +92,14 @@ def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0) -> N
                 out.append(f"{pad}{key}: {_item(value)}")
                 continue
             out.append(f"{pad}{key}:")
-            _render(value, pad + "  ", out, depth + 1)
+            _render(value, pad + "  ", out, depth + 1, here)
         elif isinstance(value, list):
-            _list(key, value, pad, out, depth)
+            _list(key, value, pad, out, depth, here)
         else:
             out.append(f"{pad}{key}: {_scalar(value, key)}")
 
 
-def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int) -> None:
+def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int, said: dict[str, Any]) -> None:
     more = f" (+{len(value) - MAX_ITEMS} more)" if len(value) > MAX_ITEMS else ""
     if all(not isinstance(v, (dict, list)) for v in value):
         if all(len(str(v)) <= SHORT for v in value[:MAX_SHORT_ITEMS]):  # ids, names: all of them fit a line
@@ -107,7 +112,7 @@ def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int) -> N
     if len(value) <= EXPANDED and depth < 2 and all(isinstance(v, dict) for v in value):
         for v in value:  # a few results (one per host, say): each in full
             lines: list[str] = []
-            _render(v, pad + "    ", lines, depth + 1)
+            _render(v, pad + "    ", lines, depth + 1, said)
             out.extend([f"{pad}  - {lines[0].lstrip()}", *lines[1:]] if lines else [])
         return
     out.extend(f"{pad}  - {_item(v)}" for v in value[:MAX_ITEMS])

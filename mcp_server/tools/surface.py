@@ -20,6 +20,8 @@ MAX_LINKS = 8
 SUMMARY_DROP: dict[str, frozenset[str]] = {
     "audit_box": frozenset({"mounts", "profile"}),
     "tail_logs": frozenset({"path", "next_offset"}),
+    "launch_detached": frozenset({"log_path", "tmux_session"}),  # the log is <run_dir>/log
+    "verify_artifacts": frozenset({"manifest", "bytes_transferred"}),
 }
 SCHEMAS = "schemas://tools/{name}"
 
