@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 from _common import Bench, median_s, report
 
@@ -52,7 +51,8 @@ async def main() -> None:
         t_launch = await median_s(lambda: launch(host, spec, req, ledger=app.ledger, redactor=app.redactor), 20)
         t_rawlaunch = await median_s(lambda: conn.run(
             f"cd {quote(str(b.durable))} && setsid -f nohup sleep 0.2 </dev/null >/dev/null 2>&1"), 20)
-        report("launch_detached probe_s=0 vs raw setsid -f nohup", t_launch, t_rawlaunch, "<= 3x", t_launch <= 3 * t_rawlaunch)
+        report("launch_detached probe_s=0 vs raw setsid -f nohup", t_launch, t_rawlaunch, "<= 3x",
+               t_launch <= 3 * t_rawlaunch)
         await app.close()
     finally:
         (b.durable / "big.log").unlink(missing_ok=True)
