@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from mcp_server.errors import NotFoundError
+from mcp_server.tools._common import MAX_ERROR_CHARS
 from mcp_server.tools._lean import lean_input, lean_output
 from mcp_server.tools._summary import summarize, uris
 
@@ -59,6 +61,33 @@ def lean_result(result: dict[str, Any], tool: str = "") -> dict[str, Any]:
     return {**result, "content": content}
 
 
+_VALIDATION = re.compile(r"^Error executing tool (?P<tool>\w+): \d+ validation errors? for \w+\n(?P<body>.*)", re.S)
+# What to do when a tool's one required argument is missing (it comes from another tool).
+MISSING_HINTS = {("teardown", "token"): "call plan_teardown first: it returns the plan and the token teardown needs"}
+
+
+def coded_validation(result: dict[str, Any]) -> dict[str, Any]:
+    """An argument the SDK refused before the tool ran (pydantic's own message) as our coded
+    BAD_INPUT error: each field with what is wrong, never the value given, and the next step."""
+    content = list(result.get("content") or [])
+    first = content[0] if content else None
+    m = _VALIDATION.match(str(first.get("text", ""))) if isinstance(first, dict) else None
+    if not result.get("isError") or m is None or not isinstance(first, dict):
+        return result
+    tool, problems, field = m["tool"], [], ""
+    for line in m["body"].splitlines():  # "field" then "  message [type=...]" then "    For further ..."
+        if not line.startswith(" "):
+            field = line.strip()
+        elif not line.startswith("    ") and field:
+            problems.append(f"{field}: {line.strip().split(' [type=')[0]}")
+    problems = problems[:5]
+    hint = next((MISSING_HINTS[(tool, p.split(":")[0])] for p in problems if (tool, p.split(":")[0]) in MISSING_HINTS),
+                f"see the tool's arguments (schemas://tools/{tool})")
+    text = f"Error executing tool {tool}: [BAD_INPUT] the arguments do not fit {tool}: {'; '.join(problems)}. " \
+           f"Next: {hint}"
+    return {**result, "content": [{**first, "text": text[:MAX_ERROR_CHARS]}, *content[1:]]}
+
+
 def _middleware(json_text: bool) -> Any:
     published: dict[str, dict[str, Any]] = {}
 
@@ -69,8 +98,9 @@ def _middleware(json_text: bool) -> Any:
         if ctx.method == "tools/list" and isinstance(result.get("tools"), list):
             tools = [published.setdefault(str(t.get("name")), lean_tool(t)) for t in result["tools"]]
             return {**result, "tools": tools}
-        if ctx.method == "tools/call" and not json_text:
-            return lean_result(result, str((ctx.params or {}).get("name", "")))
+        if ctx.method == "tools/call":
+            result = coded_validation(result)
+            return result if json_text else lean_result(result, str((ctx.params or {}).get("name", "")))
         return result
 
     return lean_surface

@@ -80,3 +80,14 @@ async def test_a_prompt_error_carries_its_code_in_the_text_and_as_data(client) -
             await c.get_prompt("remote_run", {"host": "local", "platform": "nosuchcloud"})
     assert err.value.error.message.startswith("[BAD_CONFIG] ")
     assert err.value.error.data == {"code": "BAD_CONFIG"}
+
+
+async def test_arguments_the_sdk_refuses_are_coded_bad_input_naming_the_field_not_the_value(client) -> None:
+    missing = await client.call_tool("teardown", {"action": "manual"})
+    assert code_of(missing) == "BAD_INPUT"
+    assert "token: Field required" in error_text(missing) and "plan_teardown" in error_text(missing)
+    canary = "sk-canary-" + "x" * 40
+    wrong = await client.call_tool("tail_logs", {"max_bytes": canary, "offset": -5})
+    text = error_text(wrong)
+    assert code_of(wrong) == "BAD_INPUT" and "max_bytes:" in text and "offset:" in text
+    assert canary not in text, "the refused value is not echoed"
