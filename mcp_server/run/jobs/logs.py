@@ -23,7 +23,7 @@ from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import RunRecordSummary, check_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import RunState, lost_evidence, parse_state
+from mcp_server.run.jobs.status import ENDED, FINISHED, RunState, lost_evidence, parse_state
 from mcp_server.settings import OUTPUT_CAP_BYTES
 
 MAX_WINDOW = 256 * 1024
@@ -158,9 +158,40 @@ async def tail_logs(
         raise InputError("offset out of range", observed=offset, expected=f"0..{MAX_OFFSET} (a next_offset)")
     run_dir = path_word(run_dir_path(spec.durable_root, check_run_id(run_id)), "run dir") if run_id else None
     log_word = f"{run_dir}/log" if run_dir else path_word(path or "", "path")
+    window = _Window(log_word, run_dir, None if (lines or offset is None) else offset, max_bytes, lines, stall_s)
+    result, record = await _read_window(host, spec, redactor, run_id, path, window)
+    if run_id and own_state(record.backend):  # a queued Slurm job has no local process: ask the queue
+        (state,) = await ENGINES[record.backend or ""].status(host, [run_dir_path(spec.durable_root, run_id)])
+        if state.status in ENDED and (result.state is None or result.state.status not in RECORDED):
+            # It ended between the log read (no exit file yet) and the queue's answer: read again,
+            # so the text holds the run's last lines (a state newer than its log would hide them).
+            result, record = await _read_window(host, spec, redactor, run_id, path, window)
+        result.state = state
+    return result
+
+
+# What a run dir proves by itself (an exit file or a cancel record): its log is complete then.
+RECORDED = (*FINISHED, "cancelled")
+
+
+@dataclass(frozen=True)
+class _Window:
+    """What one tail_logs call reads: the log (a run's, or a path), where, how much."""
+
+    log_word: str
+    run_dir: str | None
+    offset: int | None
+    max_bytes: int
+    lines: int | None
+    stall_s: float
+
+
+async def _read_window(host: Host, spec: HostSpec, redactor: Redactor, run_id: str | None, path: str | None,
+                       w: _Window) -> tuple[TailResult, RunRecordSummary]:
+    """One round trip: the run's state as its dir says, the window, the log's end (signatures)."""
     nonce = _secrets.token_hex(8)
-    res = await host.run(_script(log_word, run_dir, None if (lines or offset is None) else offset,
-                                 max_bytes, nonce, max(redactor.margin, MIN_MARGIN), log_roots(spec)),
+    res = await host.run(_script(w.log_word, w.run_dir, w.offset, w.max_bytes, nonce,
+                                 max(redactor.margin, MIN_MARGIN), log_roots(spec)),
                          timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
@@ -171,10 +202,8 @@ async def tail_logs(
     kv, read = _split(res.stdout, nonce)
     record = _learn_secrets(kv.get("runjson", ""), redactor)
     result = _result(spec, run_id, path or f"{spec.durable_root}/.rgt/runs/{run_id}/log", kv, read,
-                     lines, stall_s, redactor)
-    if run_id and own_state(record.backend):  # a queued Slurm job has no local process: ask the queue
-        (result.state,) = await ENGINES[record.backend or ""].status(host, [run_dir_path(spec.durable_root, run_id)])
-    return result
+                     w.lines, w.stall_s, redactor)
+    return result, record
 
 
 def _learn_secrets(runjson_b64: str, redactor: Redactor) -> RunRecordSummary:
