@@ -48,6 +48,14 @@ class HostSpec:
     log_roots: tuple[str, ...] = ()
     scratch_named: bool = False  # the inventory names the scratch root (else it follows the durable root)
 
+    def widening(self, roots: list[str], under: int | None) -> str | None:
+        """The entry of `roots` (1-based `under`, as a box script reports which root held a path)
+        when it is an inventory widening, not the durable or scratch root; else None."""
+        if under is None or not 0 < under <= len(roots):
+            return None
+        root = roots[under - 1]
+        return None if root in (self.durable_root, self.scratch_root) else root
+
     @property
     def result_roots(self) -> list[str]:
         """Where verify_artifacts may read results on this box: the durable and scratch roots and

@@ -87,15 +87,6 @@ def log_roots(spec: HostSpec) -> list[str]:
     return [path_word(r, "log root") for r in readable_roots(spec)]
 
 
-def widened_by(spec: HostSpec, under: str) -> str | None:
-    """The log_roots entry that alone let this log be read (None: the durable or scratch root)."""
-    roots = readable_roots(spec)
-    if not under.isdigit() or not 0 < int(under) <= len(roots):
-        return None
-    root = roots[int(under) - 1]
-    return None if root in (spec.durable_root, spec.scratch_root) else root
-
-
 def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
     """Raise when the box refused the read (the script's RGT-DENIED / RGT-OUTSIDE line)."""
     marks = ("RGT-DENIED ", "RGT-OUTSIDE ")
@@ -253,5 +244,5 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], r
         last_write_utc=datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds") if mtime else None,
         seconds_since_write=age, stall_warning=stall, progress=progress_hint(scan_text),
         signatures=sorted(hits.values(), key=lambda h: h.line_no or 0),
-        read_under=widened_by(spec, kv.get("under", "")),
+        read_under=spec.widening(readable_roots(spec), int(kv["under"]) if kv.get("under", "").isdigit() else None),
     )

@@ -30,7 +30,6 @@ from mcp_server.verify.artifacts.checks import check_file
 from mcp_server.verify.artifacts.finalize import finalize
 from mcp_server.verify.artifacts.identity import read_identity, this_machine
 from mcp_server.verify.artifacts.manifest import (
-    RootFacts,
     build_manifest,
     list_root,
     manifest_path,
@@ -109,15 +108,6 @@ async def verify_artifacts(host: Host, spec: HostSpec, req: VerifyRequest, *, pu
     return _result(spec, req, state, dest, transferred)
 
 
-def widened_by(spec: HostSpec, facts: RootFacts) -> str | None:
-    """The verify_roots entry that alone let this root be read (None: the durable or scratch root)."""
-    roots = spec.result_roots
-    if facts.under is None or not 0 < facts.under <= len(roots):
-        return None
-    root = roots[facts.under - 1]
-    return None if root in (spec.durable_root, spec.scratch_root) else root
-
-
 def record_widening(ledger: Ledger | None, spec: HostSpec, req: VerifyRequest, state: PullState) -> None:
     """A root read only because the inventory widened verify_artifacts' reach: said in the ledger."""
     listing = state.listing
@@ -136,7 +126,8 @@ async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullSt
         asyncio.to_thread(local_changes, dest, state.files))
     res = resolve(state.roster, entries)
     state.listing = Listing(
-        abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher, widened_by=widened_by(spec, facts),
+        abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher,
+        widened_by=spec.widening(spec.result_roots, facts.under),
         newest_mtime=max((e.mtime for e in entries if not OWN_FILES.search(e.path)), default=0.0),
         files={e.path: ListedFile(size=e.size, mtime=e.mtime) for e in res.files})
     state.findings = tampered + res.findings
