@@ -9,7 +9,8 @@
 # One line per run dir, fields separated by <US>:
 #   run-dir state line ("|"-separated), job id, 1 when --requeue was asked (the run dir's
 #   `requeue` file; 2 when, besides, the last attempt was stopped by a signal: Slurm may run the
-#   job again, so that end is not the run's), the source that answered (squeue, sacct, jobcomp, scontrol or ""),
+#   job again, so that end is not the run's), the source that answered (squeue, sacct, jobcomp,
+#   scontrol, "" when none knew the job, or "unanswered" when squeue failed: then REASON is its error),
 #   "STATE|REASON|EXITCODE" as it said them, 1 when the job has started (the wrapper's pid file)
 # Job ids are only ever digits (array tasks: 12_3), never shell text. Needs job_state.sh.
 ask=$1
@@ -17,7 +18,7 @@ shift
 TAB=$(printf '\t')
 NL='
 '
-ids="" runs=""
+ids="" jobs=""
 for d in "$@"; do
   id="" raw=""
   if [ -r "$d/slurm_job_id" ]; then read -r id < "$d/slurm_job_id"; fi
@@ -25,17 +26,19 @@ for d in "$@"; do
   case "$id" in *[!0-9_]*|_*) id="";; esac
   case "$raw" in *[!0-9]*) raw="";; esac
   [ -n "$id" ] && ids="$ids${ids:+,}$id"
-  own=""
-  if [ -f "$d/exit_code" ] || [ -f "$d/cancelled" ]; then own=$(rgt_state "$d" | tr '\t' '|'); fi
-  rq=0
-  if [ -f "$d/requeue" ]; then rq=1; [ -f "$d/signalled" ] && rq=2; fi
-  go=0; [ -f "$d/pid" ] && go=1
-  runs="$runs$d$TAB$id$TAB${raw:-$id}$TAB$rq$TAB$own$TAB$go$NL"
+  jobs="$jobs$d$TAB$id$TAB${raw:-$id}$NL"
 done
 [ "$ask" = 1 ] || ids=""
-live=""; [ -n "$ids" ] && live=$(squeue -r -h -o '%i|%T|%r' -j "$ids" 2>/dev/null)
+# squeue failing is an answer only when it says the ids are unknown (all purged); any other failure
+# (the controller busy or down: "Socket timed out") means Slurm did not answer, and a job nobody
+# answered for is then neither lost nor ended: `down` carries squeue's words to the engine.
+live="" down=""
+if [ -n "$ids" ] && ! live=$(squeue -r -h -o '%i|%T|%r' -j "$ids" 2>&1); then
+  case "$live" in *"Invalid job id"*) ;; *) down=$(printf '%s' "${live:-squeue failed}" | tr -s '\n\t|\037' '    ' | cut -c 1-200);; esac
+  live=""
+fi
 # The ids squeue did not list, as accounting knows them (an array task by its raw id once it started).
-ended=$(printf '%s\n@R\n%s' "$live" "$runs" | awk -F '\t' '
+ended=$(printf '%s\n@R\n%s' "$live" "$jobs" | awk -F '\t' '
   $0 == "@R" { part = 1; next }
   !part { split($0, f, "|"); q[f[1]] = 1; next }
   $2 != "" && !($2 in q) { printf "%s%s", sep, $3; sep = "," }')
@@ -46,12 +49,22 @@ if [ -n "$ended" ] && [ "$ask" = 1 ]; then
   elif acct=$(sacct -c -X -j "$ended" --parsable2 --noheader -o "$fields" 2>/dev/null); then src=jobcomp
   else acct=""; fi
 fi
+# The run dirs are read after Slurm answered: a job it says ended has written its exit file by then
+# (the wrapper writes it before the job ends), however long squeue took.
+runs=$(printf '%s' "$jobs" | while IFS="$TAB" read -r d id raw; do
+  own=""
+  if [ -f "$d/exit_code" ] || [ -f "$d/cancelled" ]; then own=$(rgt_state "$d" | tr '\t' '|'); fi
+  rq=0
+  if [ -f "$d/requeue" ]; then rq=1; [ -f "$d/signalled" ] && rq=2; fi
+  go=0; [ -f "$d/pid" ] && go=1
+  printf '%s\n' "$d$TAB$id$TAB$raw$TAB$rq$TAB$own$TAB$go"
+done)
 {
   echo @Q; [ -n "$live" ] && printf '%s\n' "$live"
   echo @A; [ -n "$acct" ] && printf '%s\n' "$acct"
   echo @S; for d in "$@"; do printf '%s\n' "$d/log"; done | xargs -d '\n' stat -c "%n$TAB%s|%Y" 2>/dev/null
-  echo @R; printf '%s' "$runs"
-} | awk -F '\t' -v us="$(printf '\037')" -v src="$src" -v ask="$ask" '
+  echo @R; [ -n "$runs" ] && printf '%s\n' "$runs"
+} | awk -F '\t' -v us="$(printf '\037')" -v src="$src" -v ask="$ask" -v down="$down" '
   /^@[QASR]$/ { part = $0; next }
   part == "@Q" { split($0, f, "|"); q[f[1]] = f[2] "|" f[3] "|"; next }
   part == "@A" { split($0, f, "|"); a[f[1]] = a[f[2]] = f[3] "|" f[4] "|" f[5]; next }
@@ -62,6 +75,7 @@ fi
     if (id != "" && (id in q)) { from = "squeue"; said = q[id] }
     else if (raw != "" && (raw in a)) { from = src; said = a[raw] }
     else if (id != "" && (id in a)) { from = src; said = a[id] }
+    else if (id != "" && down != "") { from = "unanswered"; said = "|" down "|" }
     else if (id != "" && ask == 1) {
       cmd = "scontrol show job -o " raw " 2>/dev/null"; st = ""; why = ""; ec = ""
       while ((cmd | getline line) > 0) {

@@ -299,8 +299,8 @@ async def test_a_requeued_job_is_queued_again_then_runs_again_with_its_secret(
     # Slurm holds a requeued job for about two minutes; let it start now.
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, capture_output=True)
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=60)
-    assert done["status"] == "succeeded", done
     log = (run_dir / "log").read_text()
+    assert done["status"] == "succeeded", (done["status"], done["exit_code"], done["evidence"], log[-1500:])
     assert "Slurm started the job again (restart 1)" in log and f"attempt 1 len={len(secret)}" in log
     assert not (run_dir / "secrets.env").exists(), "the secrets file goes once an attempt ends on its own"
     tail = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run["run_id"]}))
@@ -445,3 +445,32 @@ async def test_without_accounting_or_a_completion_log_scontrol_and_the_exit_file
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
     assert done["status"] == "failed" and done["exit_code"] == 4
     assert "(scontrol)" in " ".join(done["evidence"]), done["evidence"]
+
+
+async def test_a_controller_that_does_not_answer_never_makes_a_live_job_lost_or_ended(
+        login_node: Path, client: Any, slurm_cluster: Slurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    from mcp_server.app import App
+    from mcp_server.run.jobs.engines.slurm import SlurmEngine
+    from mcp_server.settings import Settings
+
+    if request.node.callspec.params["login_node"] == "ssh":
+        pytest.skip("points SLURM_CONF at a copy of the cluster's config, which the sshd sessions do not see")
+    run = await submit(client, "echo up; sleep 300")  # squeue takes about 18 s to give up on a controller
+    await until_status(client, run["run_id"], {"running"})
+    # The same cluster, its controller unreachable: squeue and scontrol fail as they do when it is
+    # down ("Unable to contact slurm controller"); the completion log, a file, still reads.
+    conf = slurm_cluster.conf.read_text()
+    port = next(w for w in conf.split() if w.startswith("SlurmctldPort="))
+    (tmp_path / "down.conf").write_text(conf.replace(port, "SlurmctldPort=9"))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "down.conf"))
+    silent = await state(client, run["run_id"])
+    assert silent["status"] == "running", silent
+    assert "Slurm did not answer this time" in " ".join(silent["evidence"]) and "s ago" in " ".join(silent["evidence"])
+    # A server that never heard Slurm about this job (just restarted): unknown, not lost.
+    host, _ = await App(Settings.from_env())._open_host("cluster")
+    (fresh,) = await SlurmEngine(poll_s=0).status(host, [run["run_dir"]])
+    said = " ".join(fresh.evidence)
+    assert fresh.status == "unknown" and "contact slurm controller" in said and "had started" in said, fresh
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    assert (await state(client, run["run_id"]))["status"] == "running", "Slurm answers again: its word stands"

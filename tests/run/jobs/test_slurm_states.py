@@ -123,3 +123,27 @@ def test_a_requeue_jobs_stopped_attempt_still_completing_is_not_the_end() -> Non
     assert s.status == "running" and "runs the job again" in evidence(s)
     plain = slurm_state(line(KILLED_ATTEMPT, "COMPLETING|None|", source="squeue", requeue="0"))
     assert plain.status == "failed", "without --requeue a TERM's 143 is the run's end"
+
+
+DOWN = "|slurm_load_jobs error: Unable to contact slurm controller (connect failure)|"  # squeue's own words
+
+
+def test_a_controller_that_does_not_answer_leaves_a_stopped_requeue_attempt_unknown_not_failed() -> None:
+    # A clean-clone CI run read `failed 143` for a requeued job: a Slurm that does not answer is no verdict.
+    s = slurm_state(line(KILLED_ATTEMPT, DOWN, source="unanswered", requeue="1"))
+    assert s.status == "unknown" and "did not answer" in evidence(s) and "may run it again" in evidence(s)
+    assert "connect failure" in evidence(s), "squeue's own words say why"
+
+
+def test_a_controller_that_does_not_answer_never_makes_a_started_job_lost() -> None:
+    s = slurm_state(line(RUNNING_OWN, DOWN, source="unanswered") + "\x1f1")
+    assert s.status == "unknown" and "had started" in evidence(s)
+
+
+def test_an_exit_file_is_the_runs_end_when_slurm_does_not_answer_or_still_says_queued() -> None:
+    own_end = "exited|2|1700000100|120|1700000000"
+    silent = slurm_state(line(own_end, DOWN, source="unanswered"))
+    assert silent.status == "failed" and silent.exit_code == 2 and "did not answer" in evidence(silent)
+    # Slurm answered PENDING, the job then started and ended before the run dir was read.
+    late = slurm_state(line(own_end, "PENDING|Resources|", source="squeue"))
+    assert late.status == "failed" and late.exit_code == 2

@@ -50,7 +50,7 @@ def _code(exit_code: str | None) -> int | None:
 def slurm_state(line: str, age_s: float | None = None) -> RunState:
     """One line of job_slurm_status.sh: the run dir's state joined with what Slurm said and where;
     `age_s` when Slurm was not asked this time and its last answer (that old) stands in."""
-    own_line, job_id, requeue, source, said, started = (line.split("\x1f") + ["", "", "", "", ""])[:6]
+    own_line, job_id, requeue, source, said, started = _fields(line)
     own = parse_state(own_line)
     common = {"log_size": own.log_size, "log_mtime": own.log_mtime}
     word, reason, exit_code = (said.split("|") + ["", ""])[:3]
@@ -59,6 +59,8 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     told = f"Slurm job {job_id} is {state}" + (f" (reason: {reason})" if reason and reason != "None" else "")
     told += (f", exit code {exit_code}" if exit_code and source != "squeue" else "") + f" ({where})"
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
+    if source == "unanswered":
+        return _unanswered(own, ended, requeue, job_id, reason, started, common)
     if ended and _stopped(requeue, own) and (state in QUEUED or state in RUNNING):
         # (COMPLETING too: under load Slurm shows the stopped attempt ending before the requeue)
         return _attempt_again(own, state, told, age_s, common)
@@ -68,7 +70,9 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
             return own.model_copy(update={"evidence": [*own.evidence, f"the run dir's record; Slurm was {told}"]})
         return RunState(status="running", evidence=[f"started: the run dir has the wrapper's pid; Slurm was {told}"],
                         **common)
-    if state in QUEUED or (state == "PREEMPTED" and requeue in ("1", "2") and source in ("squeue", "scontrol")):
+    # (Queued but the run dir has the end: the job started and ended after Slurm answered.)
+    if (state in QUEUED and not ended) or (state == "PREEMPTED" and requeue in ("1", "2")
+                                           and source in ("squeue", "scontrol")):
         note = ["preempted; --requeue was asked: Slurm runs it again from the start (resume from a checkpoint)"
                 ] if state in ("PREEMPTED", "REQUEUED") else []
         return RunState(status="queued", evidence=[told, *note], **common)
@@ -104,6 +108,21 @@ def _stopped(requeue: str, own: RunState) -> bool:
     if own.status == "cancelled":
         return False
     return requeue == "2" or (requeue == "1" and own.exit_code in SIGNAL_EXITS)
+
+
+def _unanswered(own: RunState, ended: bool, requeue: str, job_id: str, error: str, started: str,
+                common: dict[str, Any]) -> RunState:
+    """Slurm did not answer (the controller busy or down) and has no earlier answer to stand in:
+    a run its wrapper saw end is ended; anything else is unknown, never lost and never ended (a
+    requeue job's stopped attempt may run again)."""
+    silent = f"Slurm did not answer about job {job_id} ({error.strip() or 'squeue failed'})"
+    if ended and not _stopped(requeue, own):
+        return own.model_copy(update={"evidence": [*own.evidence, f"the run dir's record; {silent}"]})
+    where = (f"an attempt was stopped by a signal (exit {own.exit_code}) and --requeue was asked: Slurm may run "
+             "it again" if ended else "the job had started (the wrapper's pid); the run dir has no exit code yet"
+             if started == "1" else "the run dir has no exit code yet")
+    return RunState(status="unknown", evidence=[silent, where, "ask again in a minute; `squeue` on the login node "
+                                                "says whether its controller answers"], **common)
 
 
 def _attempt_again(own: RunState, state: str, told: str, age_s: float | None, common: dict[str, Any]) -> RunState:
@@ -177,23 +196,34 @@ class SlurmEngine(RunDirEngine):
         lines = await state_lines(host, "job_slurm_status", run_dirs, "1" if ask else "0")
         if ask:
             self._asked[host.name] = now
-            for d, line in zip(run_dirs, lines, strict=True):
-                self._said[(host.name, d)] = (now, _slurm_part(line))
-            return [slurm_state(line) for line in lines]
         out = []
         for d, line in zip(run_dirs, lines, strict=True):
-            when, part = self._said[(host.name, d)]
-            out.append(slurm_state(_with_slurm_part(line, part), age_s=now - when))
+            key, (_, _, _, source, said, _) = (host.name, d), _fields(line)
+            silent = source == "unanswered"
+            if ask and not silent:
+                self._said[key] = (now, _slurm_part(line))
+                out.append(slurm_state(line))
+            elif key in self._said:  # between two queries, or Slurm did not answer: its last answer stands in
+                when, part = self._said[key]
+                s = slurm_state(_with_slurm_part(line, part), age_s=now - when)
+                note = [f"Slurm did not answer this time ({said.strip('|')})"] if silent else []
+                out.append(s.model_copy(update={"evidence": [*s.evidence, *note]}))
+            else:
+                out.append(slurm_state(line))
         return out
+
+
+def _fields(line: str) -> list[str]:
+    """A status line's six fields: own state, job id, requeue, source, what Slurm said, started."""
+    return (line.split("\x1f") + [""] * 6)[:6]
 
 
 def _slurm_part(line: str) -> str:
     """The fields Slurm answered (source, what it said) of a status line."""
-    fields = line.split("\x1f")
-    return "\x1f".join(fields[3:5]) if len(fields) >= 5 else "\x1f"
+    return "\x1f".join(_fields(line)[3:5])
 
 
 def _with_slurm_part(line: str, part: str) -> str:
-    fields = (line.split("\x1f") + [""] * 6)[:6]
+    fields = _fields(line)
     fields[3:5] = part.split("\x1f", 1)
     return "\x1f".join(fields)
