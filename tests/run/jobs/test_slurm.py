@@ -474,3 +474,27 @@ async def test_a_controller_that_does_not_answer_never_makes_a_live_job_lost_or_
     assert fresh.status == "unknown" and "contact slurm controller" in said and "had started" in said, fresh
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     assert (await state(client, run["run_id"]))["status"] == "running", "Slurm answers again: its word stands"
+
+
+async def test_a_job_that_ends_while_squeue_is_slow_reads_its_own_end_not_lost(
+        login_node: Path, client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    from mcp_server.app import App
+    from mcp_server.run.jobs.engines.slurm import SlurmEngine
+    from mcp_server.settings import Settings
+
+    if request.node.callspec.params["login_node"] == "ssh":
+        pytest.skip("slows squeue through a PATH shim, which only the local login node sees")
+    run = await submit(client, "echo hi; sleep 3")
+    await until_status(client, run["run_id"], {"running"})
+    # A loaded controller: squeue answers 8 s late, after the job ended and left its list.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v squeue"], capture_output=True, text=True, check=True).stdout.strip()
+    (shim / "squeue").write_text(f'#!/bin/sh\nsleep 8\nexec {real} "$@"\n')
+    (shim / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    host, _ = await App(Settings.from_env())._open_host("cluster")
+    (s,) = await SlurmEngine(poll_s=0).status(host, [run["run_dir"]])
+    # (Read before squeue answered, the run dir had no exit file, and COMPLETED without one is `lost`.)
+    assert s.status == "succeeded" and s.exit_code == 0, (s.status, s.evidence)
