@@ -100,19 +100,21 @@ async def http(method: str, url: str, headers: dict[str, str], body: Any = None,
             next_step="the platform may still have acted: the state is re-queried before any retry") from exc
 
 
-async def cli(binary: str, args: list[str], key_env: str, key: str, timeout: float = 30.0) -> tuple[int, str]:
-    """Run a platform CLI with its key in the environment (never in argv)."""
+async def cli(binary: str, args: list[str], key_env: str, key: str,
+              timeout: float = 30.0) -> tuple[int, str, str]:
+    """Run a platform CLI with its key in the environment (never in argv): exit code, stdout and
+    stderr apart, so a warning on stderr (runpodctl's deprecation notices) never breaks the JSON."""
     env = {**os.environ, key_env: key}
     proc = await asyncio.create_subprocess_exec(binary, *args, env=env, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL)
+                                                stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         what = f"{os.path.basename(binary)} {' '.join(args[:2])}"
         raise TransportError(f"{what} did not answer in {timeout:g} s") from None
-    return proc.returncode or 0, out.decode("utf-8", "replace")
+    return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 async def confirm(meter: Meter, action: str, bound_s: float, interval_s: float = 1.0) -> MeterOutcome:

@@ -25,12 +25,12 @@ class RunPod:
 
     async def status(self) -> PlatformState:
         if self.acc.cli:
-            rc, out = await cli(self.acc.cli, ["get", "pod", self.acc.instance_id, "--output", "json"],
-                                self.acc.key_env, self.acc.api_key)
-            if rc != 0 and "not found" in out.lower():
+            rc, out, err = await cli(self.acc.cli, ["get", "pod", self.acc.instance_id, "--output", "json"],
+                                     self.acc.key_env, self.acc.api_key)
+            if rc != 0 and "not found" in (out + err).lower():
                 return PlatformState(state="gone", gone=True)
             if rc != 0:
-                raise CommandFailed("runpodctl get pod failed", stderr=self.redactor.scrub(out))
+                raise CommandFailed("runpodctl get pod failed", stderr=self.redactor.scrub(err + out))
             pod = json.loads(out)
             return PlatformState(state=str(pod.get("desiredStatus") or pod.get("status") or "unknown"))
         code, body = await http("GET", self._url(), self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
@@ -43,8 +43,9 @@ class RunPod:
     async def act(self, action: str) -> str:
         if self.acc.cli:
             verb = {"stop": "stop", "terminate": "remove"}[action]
-            rc, out = await cli(self.acc.cli, [verb, "pod", self.acc.instance_id], self.acc.key_env, self.acc.api_key)
-            return f"runpodctl {verb} pod: exit {rc}: {self.redactor.scrub(out.strip())[:300]}"
+            rc, out, err = await cli(self.acc.cli, [verb, "pod", self.acc.instance_id], self.acc.key_env,
+                                     self.acc.api_key)
+            return f"runpodctl {verb} pod: exit {rc}: {self.redactor.scrub((out + err).strip())[:300]}"
         method, url = ("POST", self._url("/stop")) if action == "stop" else ("DELETE", self._url())
         code, body = await http(method, url, self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
         return f"RunPod {method} answered {code}: {self.redactor.scrub(str(body))[:300]}"

@@ -34,12 +34,12 @@ class VastAi:
 
     async def status(self) -> PlatformState:
         if self.acc.cli:
-            rc, out = await cli(self.acc.cli, ["show", "instance", self.acc.instance_id, "--raw"],
-                                self.acc.key_env, self.acc.api_key)
-            if rc != 0 and ("not found" in out.lower() or "404" in out):
+            rc, out, err = await cli(self.acc.cli, ["show", "instance", self.acc.instance_id, "--raw"],
+                                     self.acc.key_env, self.acc.api_key)
+            if rc != 0 and ("not found" in (out + err).lower() or "404" in out + err):
                 return PlatformState(state="gone", gone=True)
             if rc != 0:
-                raise CommandFailed("vastai show instance failed", stderr=self.redactor.scrub(out))
+                raise CommandFailed("vastai show instance failed", stderr=self.redactor.scrub(err + out))
             return self._state(json.loads(out) if out.strip() not in ("", "null") else None)
         code, body = await http("GET", self._url(), self._auth(), timeout=self.http_timeout_s, redactor=self.redactor)
         if code == 404:
@@ -50,9 +50,9 @@ class VastAi:
 
     async def act(self, action: str) -> str:
         if self.acc.cli:
-            rc, out = await cli(self.acc.cli, [action, "instance", self.acc.instance_id], self.acc.key_env,
-                                self.acc.api_key)
-            return f"vastai {action} instance: exit {rc}: {self.redactor.scrub(out.strip())[:300]}"
+            rc, out, err = await cli(self.acc.cli, [action, "instance", self.acc.instance_id], self.acc.key_env,
+                                     self.acc.api_key)
+            return f"vastai {action} instance: exit {rc}: {self.redactor.scrub((out + err).strip())[:300]}"
         if action == "stop":
             code, body = await http("PUT", self._url(), self._auth(), {"state": "stopped"},
                                     timeout=self.http_timeout_s, redactor=self.redactor)

@@ -155,6 +155,9 @@ with open(log, "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 if not os.environ.get({key_env!r}):
     print("error: no API key", file=sys.stderr); sys.exit(2)
+if {name!r} == "runpodctl":  # runpodctl 2.x keeps the old verbs, with this warning on stderr (cmd/legacy/legacy.go)
+    print(f"warning: 'runpod {{sys.argv[1]}} pod' is deprecated, use 'runpod pod {{sys.argv[1]}}' instead",
+          file=sys.stderr)
 with open(state, "r+") as f:
     fcntl.flock(f, fcntl.LOCK_EX)
     data = json.load(f)

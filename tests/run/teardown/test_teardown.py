@@ -277,6 +277,20 @@ async def test_fake_runpodctl_on_path_terminates(rig, client, tmp_path, monkeypa
     assert res["outcome"]["confirmed"] and json.loads(state.read_text()) == {}
 
 
+async def test_runpodctls_deprecation_warning_on_stderr_does_not_break_reading_the_pod(
+        rig, client, tmp_path, monkeypatch) -> None:
+    # runpodctl 2.x still takes `get pod` / `stop pod` but warns on stderr; the JSON is on stdout.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    state = tmp_path / "rp.json"
+    state.write_text(json.dumps({"pod-1": "RUNNING"}))
+    fake_cli(bindir, "runpodctl", state, "RUNPOD_API_KEY")
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    p = await plan_of(client, action="stop", allow_unverified=True)
+    res = structured(await confirm(client, p["token"], action="stop", allow_unverified=True))
+    assert res["outcome"]["confirmed"] and res["outcome"]["final_state"] == "EXITED", res["outcome"]
+
+
 async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box, monkeypatch) -> None:
     monkeypatch.setenv("RGT_TEARDOWN_CONFIRM_S", "1")  # the test box never really powers off
     rig["inventory"](profile="autodl")
