@@ -72,9 +72,15 @@ async def state(client: Any, run_id: str) -> dict[str, Any]:
     return dict(t["state"]) | {"text": t["text"]}
 
 
+SEEN: dict[str, list[str]] = {}  # run id -> each state read while waiting, for a failure's message
+
+
 async def until_status(client: Any, run_id: str, want: set[str], timeout: float = 60) -> dict[str, Any]:
     async def reached() -> dict[str, Any] | None:
         s = await state(client, run_id)
+        seen, now = SEEN.setdefault(run_id, []), f"{s['status']}: {' / '.join(s['evidence'])}"
+        if not seen or seen[-1] != now:
+            seen.append(now)
         return s if s["status"] in want else None
     return await until(reached, timeout=timeout, interval=0.3, what=f"{run_id} to be {sorted(want)}")
 
@@ -300,7 +306,7 @@ async def test_a_requeued_job_is_queued_again_then_runs_again_with_its_secret(
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, capture_output=True)
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost", "cancelled"}, timeout=60)
     log = (run_dir / "log").read_text()
-    assert done["status"] == "succeeded", (done["status"], done["exit_code"], done["evidence"], log[-1500:])
+    assert done["status"] == "succeeded", "\n".join(["states read:", *SEEN[run["run_id"]], "log:", log[-1500:]])
     assert "Slurm started the job again (restart 1)" in log and f"attempt 1 len={len(secret)}" in log
     assert not (run_dir / "secrets.env").exists(), "the secrets file goes once an attempt ends on its own"
     tail = structured(await client.call_tool("tail_logs", {"host": "cluster", "run_id": run["run_id"]}))
@@ -444,7 +450,12 @@ async def test_without_accounting_or_a_completion_log_scontrol_and_the_exit_file
     run = await submit(client, "exit 4")
     done = await until_status(client, run["run_id"], {"succeeded", "failed", "lost"})
     assert done["status"] == "failed" and done["exit_code"] == 4
-    assert "(scontrol)" in " ".join(done["evidence"]), done["evidence"]
+    # The exit file can come before Slurm's end (COMPLETING): once the job has left squeue, scontrol answers.
+    async def asked_scontrol() -> dict[str, Any] | None:
+        s = await state(client, run["run_id"])
+        return s if "(scontrol)" in " ".join(s["evidence"]) else None
+    ended = await until(asked_scontrol, timeout=60, interval=0.5, what="scontrol to answer for the ended job")
+    assert ended["status"] == "failed" and ended["exit_code"] == 4
 
 
 async def test_a_controller_that_does_not_answer_never_makes_a_live_job_lost_or_ended(

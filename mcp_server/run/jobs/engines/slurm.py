@@ -86,6 +86,11 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
         return RunState(status="failed", exit_code=code, ended_at=own.ended_at, evidence=[told, WHY[state]], **common)
     if ended:
         return own.model_copy(update={"evidence": own.evidence + ([told] if state else ["(the run dir's exit file)"])})
+    return _no_exit_file(state, by, exit_code, told, job_id, common)
+
+
+def _no_exit_file(state: str, by: str, exit_code: str, told: str, job_id: str, common: dict[str, Any]) -> RunState:
+    """A job Slurm says ended (or no longer knows) whose wrapper recorded no end: Slurm's word decides."""
     if state == "CANCELLED":
         who = f"cancelled by uid {by}" if by else "cancelled"
         return RunState(status="cancelled", evidence=[told, f"{who} outside this server (scancel)"], **common)
