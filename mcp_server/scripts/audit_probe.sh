@@ -163,6 +163,23 @@ cluster() {
   S assoc T 15 sacctmgr -n -P show assoc user="$me" format=Account,Partition,QOS,MaxTRES,MaxJobs,MaxSubmit
 }
 
+# Whether logind ends this session's processes at logout (A35): the session scope this shell is
+# in, who we are, logind's own answer (busctl: KillUserProcesses, KillExcludeUsers, KillOnlyUsers)
+# and, without busctl, logind.conf's lines for them.
+logind() {
+  printf 'scope=%s\n' "$(grep -o 'session-[^/]*\.scope' /proc/self/cgroup 2>/dev/null | head -n 1)"
+  printf 'user=%s\n' "$(id -un)"
+  grep -q 'session-[^/]*\.scope' /proc/self/cgroup 2>/dev/null || return 0
+  if have busctl; then
+    T 5 busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager \
+      KillUserProcesses KillExcludeUsers KillOnlyUsers 2>/dev/null | sed 's/^/bus=/'
+  fi
+  cat /usr/lib/systemd/logind.conf /etc/systemd/logind.conf /usr/lib/systemd/logind.conf.d/*.conf \
+    /run/systemd/logind.conf.d/*.conf /etc/systemd/logind.conf.d/*.conf 2>/dev/null \
+    | sed -n 's/^[[:space:]]*\(Kill\(UserProcesses\|ExcludeUsers\|OnlyUsers\)=.*\)/conf=\1/p'
+  return 0
+}
+
 durable_root=$1 python_bin=$2 proxy_hook=$3 code_dir=$4 slurm=$5
 shift 5
 # dmon samples for 5 s: start it first and collect it last so it overlaps the rest.
@@ -190,6 +207,7 @@ S python T 25 "$python_bin" -c "$py_probe"
 S conda sh -c 'command -v conda >/dev/null 2>&1 || exit 0; timeout 10 conda env list'
 S container container
 S turbo sh -c 'ls /etc/network_turbo 2>/dev/null; exit 0'
+S logind logind
 [ -z "$proxy_hook" ] || S envhook envhook "$proxy_hook"
 cache_count=$1; shift
 [ "$cache_count" = 0 ] || S caches cache_sizes "$cache_count" "$@"

@@ -15,13 +15,14 @@ from mcp_server.run.audit.cluster_checks import CLUSTER_CHECKS, on_login_node
 from mcp_server.run.audit.gpu_checks import GPU_CHECKS
 from mcp_server.run.audit.model import SEVERITY, Check, ExpectGpu, Facts, GpuReport, MountReport
 from mcp_server.run.audit.probe import build_script, parse_sections
+from mcp_server.run.audit.session_checks import a35_logout
 from mcp_server.run.audit.system_checks import SYSTEM_CHECKS, a10_bytes, a11_inodes
 
 AUDIT_TIMEOUT_S = 35.0
 CACHE_DIRS = ("~/.cache/huggingface", "~/.cache/pip", "~/.cache/torch")
 ORDER = ["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A7b", "A8", "A9", "A10", "A11", "A12", "A13",
          "A14", "A15", "A16", "A17", "A18", "A19", "A20", "A22", "A24", "A25", "A26", "A27", "A28", "A29",
-         "A31", "A32", "A33", "A34"]
+         "A35", "A31", "A32", "A33", "A34"]
 
 
 class SkipGroup(BaseModel):
@@ -108,7 +109,7 @@ async def audit(
     expect_gpu: ExpectGpu | None = None, python: str | None = None, code_dir: str | None = None,
     expect_files: dict[str, str] | None = None,
 ) -> AuditResult:
-    """Run every single-box check (A1-A20, A22, A24-A29; on a Slurm login node A31-A34) in one round trip."""
+    """Run every single-box check (A1-A20, A22, A24-A29, A35; on a Slurm login node A31-A34) in one round trip."""
     plan = mount_plan(spec, paths or [])
     expect_files = expect_files or {}
     for p in expect_files:
@@ -152,7 +153,7 @@ def gather_facts(
 def run_checks(facts: Facts) -> list[Check]:
     """Every check over the facts, in the Phase-0 table's order."""
     gpu = [fn(facts) for fn in GPU_CHECKS]
-    checks: list[Check] = [fn(facts) for fn in SYSTEM_CHECKS]
+    checks: list[Check] = [fn(facts) for fn in SYSTEM_CHECKS] + [a35_logout(facts)]
     if facts.spec.profile.kind == "slurm":
         checks += on_login_node(gpu) + [fn(facts) for fn in CLUSTER_CHECKS]
     else:

@@ -47,6 +47,8 @@ async def test_healthy_h100_box_passes_the_gpu_checks(gpu_box, gpu, client) -> N
     assert len(a["gpus"]) == 8 and a["gpus"][0]["memory_total_mib"] == 81559
     assert a["round_trips"] == 1
     assert by_id(a, "A2")["route"] == "references://run-remote/audit-checks#a2"
+    # This sshd runs in no logind session (no systemd here): the probe's real section says so.
+    assert by_id(a, "A35")["status"] == "SKIP" and "no logind session" in by_id(a, "A35")["evidence"]
 
 
 async def test_rented_gpu_mismatch_is_a_warning(gpu_box, gpu, client) -> None:
