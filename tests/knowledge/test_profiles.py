@@ -75,7 +75,8 @@ SURVIVAL = [
     ("paperspace", "/storage/x", True, True), ("paperspace", "/notebooks/x", True, False),
     ("paperspace", "/usr/local/lib/x", False, False), ("paperspace", "/home/paperspace/x", True, False),
     ("china", "/root/x", False, False), ("china", "/mnt/x", True, True), ("china", "/hy-netdisk/x", True, True),
-    ("china", "/hy-tmp/x", False, False), ("china", "/home/featurize/x", True, True),
+    ("china", "/hy-tmp/x", False, False), ("china", "/home/featurize/work/x", True, True),
+    ("china", "/home/featurize/models", True, False),
     ("china", "/home/user/datadisk/x", True, False),
     ("local", "/home/me/x", True, True), ("generic-ssh", "/home/me/x", True, False),
 ]
