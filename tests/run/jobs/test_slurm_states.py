@@ -147,3 +147,19 @@ def test_an_exit_file_is_the_runs_end_when_slurm_does_not_answer_or_still_says_q
     # Slurm answered PENDING, the job then started and ended before the run dir was read.
     late = slurm_state(line(own_end, "PENDING|Resources|", source="squeue"))
     assert late.status == "failed" and late.exit_code == 2
+
+
+def test_a_stopped_requeue_attempt_that_no_source_knows_is_unknown_not_the_runs_end() -> None:
+    s = slurm_state(line(KILLED_ATTEMPT, "", source="", requeue="2"))
+    assert s.status == "unknown" and "--requeue was asked" in evidence(s)
+    plain = slurm_state(line(KILLED_ATTEMPT, "", source="", requeue="0"))
+    assert plain.status == "failed" and plain.exit_code == 143, "without --requeue the exit file is the end"
+
+
+def test_slurms_end_after_a_stopped_requeue_attempt_is_the_runs_not_the_attempts_143() -> None:
+    # Captured on the test cluster: requeued, started again within the same second, and killed by
+    # slurmctld ("Killing non-startable batch JobId=60: Job credential revoked", WEXITSTATUS 1).
+    s = slurm_state(line(KILLED_ATTEMPT, "FAILED||1:0", source="jobcomp", requeue="2"))
+    assert s.status == "failed" and s.exit_code == 1 and "Slurm then ended the job" in evidence(s)
+    gone = slurm_state(line(KILLED_ATTEMPT, "CANCELLED by 0||0:15", source="jobcomp", requeue="2"))
+    assert gone.status == "cancelled" and "uid 0" in evidence(gone)

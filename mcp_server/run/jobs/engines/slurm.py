@@ -64,6 +64,8 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     if ended and _stopped(requeue, own) and (state in QUEUED or state in RUNNING):
         # (COMPLETING too: under load Slurm shows the stopped attempt ending before the requeue)
         return _attempt_again(own, state, told, age_s, common)
+    if ended and _stopped(requeue, own) and state in ("", "FAILED", "CANCELLED", "COMPLETED"):
+        return _after_stopped_attempt(own, state, by, exit_code, told, job_id, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
         if ended:
@@ -87,6 +89,20 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     if ended:
         return own.model_copy(update={"evidence": own.evidence + ([told] if state else ["(the run dir's exit file)"])})
     return _no_exit_file(state, by, exit_code, told, job_id, common)
+
+
+def _after_stopped_attempt(own: RunState, state: str, by: str, exit_code: str, told: str, job_id: str,
+                           common: dict[str, Any]) -> RunState:
+    """An attempt was stopped by a signal (exit 143: a requeue, a preemption) and the run dir holds
+    its end, which is not the job's: Slurm's final word is (e.g. FAILED when the next attempt could
+    not start: "Job credential revoked"), or, with no record of the job anywhere, the run is unknown."""
+    stopped = f"an attempt was stopped by a signal (exit {own.exit_code}) and --requeue was asked"
+    if not state:
+        return RunState(status="unknown", evidence=[
+            *own.evidence, f"Slurm has no record of job {job_id} now (squeue, accounting, the job completion log, "
+            f"scontrol); {stopped}: ask again shortly"], **common)
+    final = _no_exit_file(state, by, exit_code, told, job_id, common)
+    return final.model_copy(update={"evidence": [*final.evidence, f"{stopped}; Slurm then ended the job"]})
 
 
 def _no_exit_file(state: str, by: str, exit_code: str, told: str, job_id: str, common: dict[str, Any]) -> RunState:
