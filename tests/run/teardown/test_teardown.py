@@ -249,14 +249,21 @@ async def test_lambda_terminate_that_hangs_is_requeried_not_retried(rig, client,
     assert double.calls.count("POST /instance-operations/terminate") == 1
 
 
-async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environment(
-        rig, client, tmp_path, monkeypatch) -> None:
+def cli_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, instances: dict[str, str],
+                key_env: str) -> Path:
+    """The fake platform CLI `name` first on PATH, its instances' states in a JSON file (returned)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    state = tmp_path / "vast.json"
-    state.write_text(json.dumps({"888": "running"}))
-    fake_cli(bindir, "vastai", state, "VAST_API_KEY")
+    state = tmp_path / f"{name}.json"
+    state.write_text(json.dumps(instances))
+    fake_cli(bindir, name, state, key_env)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return state
+
+
+async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environment(
+        rig, client, tmp_path, monkeypatch) -> None:
+    state = cli_on_path(tmp_path, monkeypatch, "vastai", {"888": "running"}, "VAST_API_KEY")
     rig["inventory"](profile="vastai", instance_id="888")
     p = await plan_of(client, action="stop", allow_unverified=True)
     res = structured(await confirm(client, p["token"], action="stop", allow_unverified=True))
@@ -266,12 +273,7 @@ async def test_fake_vastai_cli_on_path_is_used_with_the_key_only_in_its_environm
 
 
 async def test_fake_runpodctl_on_path_terminates(rig, client, tmp_path, monkeypatch) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    state = tmp_path / "rp.json"
-    state.write_text(json.dumps({"pod-1": "RUNNING"}))
-    fake_cli(bindir, "runpodctl", state, "RUNPOD_API_KEY")
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    state = cli_on_path(tmp_path, monkeypatch, "runpodctl", {"pod-1": "RUNNING"}, "RUNPOD_API_KEY")
     p = await plan_of(client, allow_unverified=True)
     res = structured(await confirm(client, p["token"], allow_unverified=True))
     assert res["outcome"]["confirmed"] and json.loads(state.read_text()) == {}
@@ -280,15 +282,11 @@ async def test_fake_runpodctl_on_path_terminates(rig, client, tmp_path, monkeypa
 async def test_runpodctls_deprecation_warning_on_stderr_does_not_break_reading_the_pod(
         rig, client, tmp_path, monkeypatch) -> None:
     # runpodctl 2.x still takes `get pod` / `stop pod` but warns on stderr; the JSON is on stdout.
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    state = tmp_path / "rp.json"
-    state.write_text(json.dumps({"pod-1": "RUNNING"}))
-    fake_cli(bindir, "runpodctl", state, "RUNPOD_API_KEY")
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    state = cli_on_path(tmp_path, monkeypatch, "runpodctl", {"pod-1": "RUNNING"}, "RUNPOD_API_KEY")
     p = await plan_of(client, action="stop", allow_unverified=True)
     res = structured(await confirm(client, p["token"], action="stop", allow_unverified=True))
     assert res["outcome"]["confirmed"] and res["outcome"]["final_state"] == "EXITED", res["outcome"]
+    assert json.loads(state.read_text()) == {"pod-1": "EXITED"}
 
 
 async def test_autodl_power_off_runs_shutdown_in_the_box(rig, client, box, monkeypatch) -> None:
