@@ -61,10 +61,11 @@ def slurm_state(line: str, age_s: float | None = None) -> RunState:
     ended = own.status in ("succeeded", "failed", "sync_failed", "cancelled")
     if source == "unanswered":
         return _unanswered(own, ended, requeue, job_id, reason, started, common)
-    if ended and _stopped(requeue, own) and (state in QUEUED or state in RUNNING):
+    stopped = ended and _stopped(requeue, own)  # the run dir's end is an attempt's, maybe not the job's
+    if stopped and (state in QUEUED or state in RUNNING):
         # (COMPLETING too: under load Slurm shows the stopped attempt ending before the requeue)
         return _attempt_again(own, state, told, age_s, common)
-    if ended and _stopped(requeue, own) and state in ("", "FAILED", "CANCELLED", "COMPLETED"):
+    if stopped and state in ("", "FAILED", "CANCELLED", "COMPLETED"):
         return _after_stopped_attempt(own, state, by, exit_code, told, job_id, common)
     if age_s is not None and (ended or (started == "1" and state in QUEUED)):
         # Slurm's answer is older than what the run dir says now: the run dir wins.
