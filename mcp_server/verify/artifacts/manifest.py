@@ -51,17 +51,25 @@ def one(p):
             h.update(b); n += len(b)
     return p, n, h.hexdigest()
 
-def main():
-    paths = [p for p in sys.stdin.buffer.read().split(b"\n") if p]
-    workers = max(1, min(int(sys.argv[1]), len(paths)))
+def report(results):
     out = sys.stdout.buffer
-    # Processes, not threads: hashing in threads did not scale across cores in measurements.
-    results = map(one, paths) if workers == 1 else ProcessPoolExecutor(workers).map(one, paths, chunksize=1)
     for p, n, d in results:
         if n < 0:
             sys.stderr.write("refused " + p.decode("utf-8", "replace") + ": " + d + "\n"); sys.stderr.flush()
             continue
         out.write(d.encode() + b"\t" + str(n).encode() + b"\t" + p + b"\n"); out.flush()
+
+def main():
+    paths = [p for p in sys.stdin.buffer.read().split(b"\n") if p]
+    workers = max(1, min(int(sys.argv[1]), len(paths)))
+    if workers == 1:
+        report(map(one, paths))
+        return
+    # Processes, not threads: hashing in threads did not scale across cores in measurements. The pool
+    # is shut down before the interpreter exits: left to exit-time cleanup, its wake-up pipe can
+    # already be closed ("Exception ignored ... Bad file descriptor" on stderr, read as a failure).
+    with ProcessPoolExecutor(workers) as pool:
+        report(pool.map(one, paths, chunksize=1))
 
 if __name__ == "__main__":
     main()
