@@ -97,7 +97,7 @@ def _after_stopped_attempt(own: RunState, state: str, by: str, exit_code: str, t
     """An attempt was stopped by a signal (exit 143: a requeue, a preemption) and the run dir holds
     its end, which is not the job's: Slurm's final word is (e.g. FAILED when the next attempt could
     not start: "Job credential revoked"), or, with no record of the job anywhere, the run is unknown."""
-    stopped = f"an attempt was stopped by a signal (exit {own.exit_code}) and --requeue was asked"
+    stopped = _stopped_text(own)
     if not state:
         return RunState(status="unknown", evidence=[
             *own.evidence, f"Slurm has no record of job {job_id} now (squeue, accounting, the job completion log, "
@@ -123,6 +123,10 @@ def _no_exit_file(state: str, by: str, exit_code: str, told: str, job_id: str, c
     return RunState(status="lost", evidence=[gone, "and the run left no exit code"], **common)
 
 
+def _stopped_text(own: RunState) -> str:
+    return f"an attempt was stopped by a signal (exit {own.exit_code}) and --requeue was asked"
+
+
 def _stopped(requeue: str, own: RunState) -> bool:
     """An attempt stopped by a signal, of a job Slurm may run again: the wrapper or the batch shell
     recorded the signal (2), or its exit code says it (the batch shell writes `signalled` a moment
@@ -140,9 +144,12 @@ def _unanswered(own: RunState, ended: bool, requeue: str, job_id: str, error: st
     silent = f"Slurm did not answer about job {job_id} ({error.strip() or 'squeue failed'})"
     if ended and not _stopped(requeue, own):
         return own.model_copy(update={"evidence": [*own.evidence, f"the run dir's record; {silent}"]})
-    where = (f"an attempt was stopped by a signal (exit {own.exit_code}) and --requeue was asked: Slurm may run "
-             "it again" if ended else "the job had started (the wrapper's pid); the run dir has no exit code yet"
-             if started == "1" else "the run dir has no exit code yet")
+    if ended:
+        where = _stopped_text(own) + ": Slurm may run it again"
+    elif started == "1":
+        where = "the job had started (the wrapper's pid); the run dir has no exit code yet"
+    else:
+        where = "the run dir has no exit code yet"
     return RunState(status="unknown", evidence=[silent, where, "ask again in a minute; `squeue` on the login node "
                                                 "says whether its controller answers"], **common)
 
@@ -152,8 +159,8 @@ def _attempt_again(own: RunState, state: str, told: str, age_s: float | None, co
     Slurm says the job ended, that attempt's exit code is not the run's."""
     again: RunStatus = "queued" if state in QUEUED else "running"
     return RunState(status=again, evidence=[
-        told, f"an attempt was stopped by a signal (exit {own.exit_code}); --requeue was asked, so Slurm runs "
-        "the job again" + (": its verdict comes at the next poll of Slurm" if age_s is not None else "")], **common)
+        told, _stopped_text(own) + ", so Slurm runs the job again"
+        + (": its verdict comes at the next poll of Slurm" if age_s is not None else "")], **common)
 
 
 # What sbatch says when it refuses a job (its own words, as Slurm 22-24 print them), what it means
