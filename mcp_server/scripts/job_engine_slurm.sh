@@ -23,7 +23,9 @@ rgt_sbatch() { sbatch --no-requeue "$@"; }
 # argv or the job's environment as Slurm records it. Also what the batch script must know: that
 # the job may be requeued (`requeue`), the signal for the time-limit warning (`warn_signal`).
 rgt_job_files() {
-  ( umask 077 && printf '%s' "$2" > "$1/secrets.env" ) || { echo "RGT-SUBMIT-FAILED cannot write $1/secrets.env"; exit 1; }
+  if [ -z "$2" ]; then : > "$1/secrets.env"  # nothing secret in it: its mode does not matter
+  else ( umask 077 && printf '%s' "$2" > "$1/secrets.env" ); fi \
+    || { echo "RGT-SUBMIT-FAILED cannot write $1/secrets.env"; exit 1; }
   if [ "$RGT_REQUEUE" = 1 ]; then : > "$1/requeue"; fi
   if [ -n "$RGT_WARN_SIGNAL" ]; then printf '%s\n' "$RGT_WARN_SIGNAL" > "$1/warn_signal"; fi
 }
@@ -39,8 +41,12 @@ rgt_submit() {
   d=$1
   rgt_job_files "$d" "$3"
   printf '%s' "$RGT_BATCH" > "$d/job.sbatch"
-  out=$(rgt_sbatch --parsable --job-name "$2" --output "$d/log" --open-mode=append --chdir "$d" \
-      "$d/job.sbatch" 2>&1) || rgt_submit_failed "$out" "$d/secrets.env"
+  # sbatch's answer kept in the run dir rather than captured (one process less); its warnings
+  # apart from the job id.
+  if ! rgt_sbatch --parsable --job-name "$2" --output "$d/log" --open-mode=append --chdir "$d" \
+      "$d/job.sbatch" > "$d/sbatch.out" 2> "$d/sbatch.err"; then
+    rgt_submit_failed "$(cat "$d/sbatch.err" "$d/sbatch.out")" "$d/secrets.env"; fi
+  IFS= read -r out < "$d/sbatch.out"
   printf '%s\n' "${out%%;*}" > "$d/slurm_job_id"
   printf 'job_id=%s\n' "${out%%;*}"
 }

@@ -19,7 +19,9 @@ if [ -n "$name" ]; then
 fi
 d="$base/runs/$run_id"
 rgt_make_run "$d" "$@"
-RGT_SECRETS=$(cat)
+# The secrets as NAME=base64 lines, read by the shell itself (no process for an empty stdin).
+RGT_SECRETS=; while IFS= read -r line || [ -n "$line" ]; do RGT_SECRETS="${RGT_SECRETS:+$RGT_SECRETS
+}$line"; done
 rgt_submit "$d" "$job" "$RGT_SECRETS"
 unset RGT_SECRETS
 if [ -n "$name" ]; then printf '%s\n' "$run_id" > "$name_file.tmp" && mv -f "$name_file.tmp" "$name_file"; fi

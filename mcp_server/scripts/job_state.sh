@@ -6,10 +6,17 @@
 # asked for sync_to_durable a sixth field: the sync result ("ok ..." or "failed <reason>");
 # status.py's StateLine parses it. An orphaned run (wrapper gone, its command still running: the
 # shell sourcing cmd.sh is alive) has the wrapper pid and, sixth, its live processes.
-rgt_oom() { rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null | head -n 1)
+# rgt_oom: the OOM kills counted so far in this shell's cgroup (v2 memory.events, else v1); read
+# with the shell's own `read`, since it runs at every launch and each status read.
+rgt_oom() { rel=
+  while IFS= read -r _rgt_l; do case $_rgt_l in 0::*) rel=${_rgt_l#0::}; break;; esac; done 2>/dev/null < /proc/self/cgroup
   for f in "/sys/fs/cgroup$rel/memory.events" /sys/fs/cgroup/memory.events; do
-    [ -f "$f" ] && { sed -n 's/^oom_kill //p' "$f"; return; }; done
-  sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null; }
+    [ -f "$f" ] && { rgt_field oom_kill "$f"; return; }; done
+  rgt_field oom_kill /sys/fs/cgroup/memory/memory.oom_control; }
+# rgt_field KEY FILE: the value of the first "KEY value" line of FILE (nothing when none). Its
+# variables are prefixed: a library function shares the caller's names.
+rgt_field() { while read -r _rgt_k _rgt_v; do [ "$_rgt_k" = "$1" ] && { printf '%s\n' "$_rgt_v"; return; }
+  done 2>/dev/null < "$2"; }
 rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
   [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 1
   st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
