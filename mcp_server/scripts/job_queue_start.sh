@@ -9,6 +9,10 @@ qd=$1 k=$2 probe_s=$3 runner=$4 workdir=$5 env=$6 wrapper=$7 floor=$8 on_exit=$9
 shift 9
 runs=$(dirname "$qd")
 mkdir "$qd" || exit 1
+# Until the runner starts, a failure (a cell's files that could not be written) leaves nothing
+# behind: no cell may read queued for a runner that never came.
+abandon() { while IFS= read -r c; do rm -rf -- "${runs:?}/$c"; done 2>/dev/null < "$qd/children"; rm -rf -- "$qd"; }
+trap abandon EXIT
 cat /proc/sys/kernel/random/boot_id > "$qd/boot_id" 2>/dev/null
 printf '%s\n' "$floor" > "$qd/disk_floor"
 while [ $# -ge 4 ]; do
@@ -17,7 +21,8 @@ while [ $# -ge 4 ]; do
   printf '%s\n' "$1" >> "$qd/children"
   shift 4
 done
-printf '%s' "$runner" > "$qd/queue.sh"
+printf '%s' "$runner" > "$qd/queue.sh" || { echo "RGT-WRITE-FAILED $qd"; exit 1; }
+trap - EXIT
 RGT_SECRETS=$(cat)
 printf '%s' "$RGT_SECRETS" | setsid -f bash "$qd/queue.sh" "$k" >/dev/null 2>&1
 unset RGT_SECRETS

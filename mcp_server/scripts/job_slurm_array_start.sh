@@ -15,6 +15,8 @@ case "$per" in ''|*[!0-9]*|0) per=1001;; esac
 runs=$(dirname "$qd")
 mkdir "$qd" || { echo RGT-MKDIR-FAILED; exit 1; }
 RGT_SECRETS=$(cat)
+# Until the cells are all written, a failure leaves none of them behind.
+trap 'cat "$qd"/chunk-* 2>/dev/null | while IFS= read -r r; do rm -rf -- "$r"; done; rm -rf -- "$qd"' EXIT
 n=0
 while [ $# -ge 4 ]; do
   rgt_make_run "$runs/$1" "$workdir" "$2" "$3" "$env" "$wrapper" "$4" "$on_exit"
@@ -24,6 +26,7 @@ while [ $# -ge 4 ]; do
   shift 4
 done
 unset RGT_SECRETS
+trap - EXIT
 printf '%s' "$RGT_BATCH" > "$qd/job.sbatch"
 # shellcheck disable=SC2034  # d: where rgt_sbatch keeps the record of its arguments
 d=$qd c=0 prev=""

@@ -24,7 +24,9 @@ while IFS= read -r line <&3 || [ -n "${line:-}" ]; do
 done
 exec 3<&- </dev/null
 [ -n "$secret_src" ] && rm -f -- "$secret_src"
-printf '%s\n' "$$" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid"
+# A run whose pid cannot be recorded (a disk that filled since the launch) would run unseen and
+# read lost: it does not start.
+printf '%s\n' "$$" > "$d/pid.tmp" && mv -f "$d/pid.tmp" "$d/pid" || exit 97
 export RGT_RUN_ID="${d##*/}" RGT_RUN_DIR="$d"
 finish() {
   printf '%s\n' "$1" > "$d/exit_code.tmp" && mv -f "$d/exit_code.tmp" "$d/exit_code"

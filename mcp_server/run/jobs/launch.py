@@ -266,8 +266,21 @@ def _existing_result(spec: HostSpec, engine: JobEngine, base: str, run_id: str, 
                         signatures=[], notes=[*notes, note])
 
 
+def refuse_unwritten(spec: HostSpec, text: str) -> None:
+    """A run dir whose files could not all be written was removed by the box, and its job never
+    started: say so, never report it running."""
+    failed = next((ln for ln in text.splitlines() if ln.startswith("RGT-WRITE-FAILED")), None)
+    if failed:
+        raise GateRefused("the run's files could not be written on the box: nothing was started and nothing "
+                          "was left behind", host=spec.name, path=failed.removeprefix("RGT-WRITE-FAILED").strip(),
+                          observed="a write into the durable root failed (full disk or inode table, or no permission)",
+                          next_step="free space or inodes on the durable root (audit_box A10/A11 show them), "
+                                    "then launch again")
+
+
 def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequest, base: str, text: str,
                  redactor: Redactor, notes: list[str]) -> LaunchResult:
+    refuse_unwritten(spec, text)
     head, _, log = text.partition("RGT-LOG\n")
     lines = head.splitlines()
     first = lines[0] if lines else ""

@@ -31,6 +31,7 @@ from mcp_server.run.jobs.launch import (
     on_exit_text,
     read_facts,
     record_text,
+    refuse_unwritten,
     secret_values,
 )
 from mcp_server.run.jobs.onbox import job_script
@@ -121,6 +122,7 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     queue_dir = f"{facts['base']}/runs/{queue_id}"
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
     res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30, slow=req.probe_s > 1)
+    refuse_unwritten(spec, res.text)
     res.check("starting the queue")
     states = parse_kv(res.text)
     runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200],

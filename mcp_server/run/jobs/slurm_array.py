@@ -19,6 +19,7 @@ from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
 from mcp_server.run.jobs.launch import (
     LaunchRequest,
     on_exit_text,
+    refuse_unwritten,
 )
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.queue import Cell, QueuedRun, QueueResult, cell_files, prepare_sweep, record_cells
@@ -48,6 +49,7 @@ async def launch_array(host: Host, spec: HostSpec, commands: list[str], max_conc
     array_dir = f"{facts['base']}/runs/{array_id}"
     script = _start_script(spec, req, facts, array_dir, max_concurrent, children, list(secrets))
     res = await host.run(script, stdin=secrets_payload(secrets), timeout=60)
+    refuse_unwritten(spec, res.text)
     refused = next((ln for ln in res.text.splitlines() if ln.startswith(_REFUSED)), None)
     if refused:
         raise submit_refusal(spec.name, redactor.scrub(refused.removeprefix(_REFUSED)))

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import error_text, structured
+from tests.support.tmpfs import mounted_tmpfs
 
 
 def by_id(audit: dict, cid: str, subject: str | None = None) -> dict:
@@ -108,18 +109,6 @@ async def test_no_nvidia_smi_skips_gpu_checks_with_the_reason(gpu_box, client) -
 async def test_expected_gpu_missing_is_a_failure(gpu_box, client) -> None:
     a = await audit_of(client, host="gpu1", expect_gpu={"count": 8})
     assert by_id(a, "A2")["status"] == "FAIL"
-
-
-def mounted_tmpfs(mnt, options: str):
-    """A real tmpfs at `mnt` with `options` for the test's length (skips where mounting is not allowed)."""
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture
