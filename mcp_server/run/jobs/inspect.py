@@ -1,8 +1,10 @@
 """inspect_run: how a live run is using the box right now. One round trip samples on the box
 once a second for a bounded window (scripts/job_inspect.sh): the run's process tree (CPU, RSS),
-its cgroup's memory against the limit, free bytes and inodes where it writes, and every GPU.
-The verdicts say what the numbers mean, each with the reference to read: data-bound, spare
-VRAM on a metered GPU, near the memory wall, host RAM creeping up, a disk that fills before long."""
+its cgroup's memory against the limit, free bytes and inodes where it writes and on the durable
+root, the log's size, and every GPU. From the series: how fast the disk fills and the log grows,
+and when the disk is full at that rate. The verdicts say what the numbers mean, each with the
+reference to read: data-bound, spare VRAM on a metered GPU, near the memory wall, host RAM
+creeping up, a disk that fills before long."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ BOX_BUSY_PCT = 90.0       # or the whole box is this busy
 SPARE_VRAM = 0.6          # a metered GPU whose VRAM stays below this share has room for a bigger batch
 MEMORY_WALL = 0.9         # the run's memory at this share of its limit: one spike from an OOM kill
 CREEP_MIB_PER_MIN = 50.0  # RSS growing this fast, steadily, over the window: a leak until shown otherwise
-DISK_ETA_H = 6.0          # free bytes or inodes running out sooner than this
+# The run record does not say when the run will end, so this horizon stands in for "before the
+# run ends": a disk full sooner than this at the measured rate is worth acting on now.
+DISK_ETA_H = 6.0
 
 
 class Sample(BaseModel):
@@ -34,10 +38,13 @@ class Sample(BaseModel):
     rss_mib: float
     procs: int
     cgroup_mib: float | None
-    avail_gib: float | None
+    avail_gib: float | None = Field(description="free on the filesystem the run writes to (its output root)")
     inodes_free: int | None
+    durable_avail_gib: float | None = Field(default=None, description="free on the durable root's filesystem")
+    log_bytes: int | None = Field(default=None, description="size of the run's log")
     gpu_util_pct: float | None = Field(description="mean over the GPUs")
-    gpu_mem_util_pct: float | None
+    gpu_mem_util_pct: float | None = Field(description="memory-controller activity: % of time device memory "
+                                           "was read or written, mean over the GPUs (not VRAM in use)")
     vram_used_mib: float | None = Field(description="summed over the GPUs")
     vram_total_mib: float | None
     power_w: float | None
@@ -50,6 +57,20 @@ class Verdict(BaseModel):
     route: str
 
 
+class DiskRates(BaseModel):
+    """Rates over the window, each the least-squares slope of its series (one busy second moves
+    a first-to-last difference too much)."""
+
+    fill_bytes_per_s: float | None = Field(description="free bytes falling per second where the run writes "
+                                                       "(negative: space freed)")
+    inode_fill_per_s: float | None = Field(description="free inodes falling per second there")
+    durable_fill_bytes_per_s: float | None = Field(
+        description="free bytes falling per second on the durable root; None when it is the same filesystem")
+    log_write_bytes_per_s: float | None = Field(description="the run's log growing, bytes per second")
+    full_eta_s: float | None = Field(description="seconds until the first of those runs out at its rate; "
+                                                 "None when none is falling")
+
+
 class InspectResult(BaseModel):
     host: str
     run_id: str
@@ -58,6 +79,7 @@ class InspectResult(BaseModel):
     samples: list[Sample]
     cpus_allowed: float
     memory_limit_mib: float | None = Field(description="the cgroup's limit, else the box's RAM")
+    disk: DiskRates
     verdicts: list[Verdict]
 
 
@@ -116,12 +138,17 @@ def parse_samples(text: str) -> tuple[dict[str, str], list[Sample]]:
         box = 100.0 * (busy - prev_box[0]) / max(every - prev_box[1], 1.0) if prev_box else None
         prev_box = (busy, every)
         cg, avail, iavail = _num(kv.get("cg")), _num(kv.get("avail")), _num(kv.get("iavail"))
+        dfree = None if facts.get("samefs") == "1" else _num(kv.get("dfree"))
+        log = _num(kv.get("log"))
         util, mem_util, used, total, power = _gpu(gpus.get(kv["s"], []))
         out.append(Sample(t=round(t - t0, 2), cpu_pct=None if cpu is None else round(cpu, 1),
                           box_cpu_pct=None if box is None else round(box, 1),
                           rss_mib=round(float(kv.get("rss_pages", 0)) * page / 1024, 1),
                           procs=int(kv.get("procs", 0)), cgroup_mib=None if cg is None else round(cg / 2**20, 1),
-                          avail_gib=None if avail is None else round(avail / 2**20, 3),
+                          # KiB / 2**20 is exact in a float: unrounded, the fill rate keeps KiB precision
+                          avail_gib=None if avail is None else avail / 2**20,
+                          durable_avail_gib=None if dfree is None else dfree / 2**20,
+                          log_bytes=None if log is None else int(log),
                           inodes_free=None if iavail is None else int(iavail), gpu_util_pct=util,
                           gpu_mem_util_pct=mem_util, vram_used_mib=used, vram_total_mib=total, power_w=power))
     return facts, out
@@ -136,17 +163,68 @@ def _route(page: str, anchor: str | None = None) -> str:
     return reference_uri(page, anchor)
 
 
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares change per second of a series."""
+    if len(points) < 2:
+        return None
+    mt, mv = sum(t for t, _ in points) / len(points), sum(v for _, v in points) / len(points)
+    den = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (v - mv) for t, v in points) / den if den else None
+
+
+def _falling(samples: list[Sample], key: str, scale: float) -> tuple[float | None, float | None]:
+    """How fast a free-space series falls (per second, in its unit times scale) and its last value."""
+    pts = [(s.t, float(v) * scale) for s in samples if (v := getattr(s, key)) is not None]
+    rise = _slope(pts)
+    return (None if rise is None else -rise), (pts[-1][1] if pts else None)
+
+
+def disk_rates(samples: list[Sample]) -> DiskRates:
+    """The fill rates over the window and when the first thing runs out at its rate."""
+    fill, free = _falling(samples, "avail_gib", 2**30)
+    ifill, ifree = _falling(samples, "inodes_free", 1.0)
+    dfill, dfree = _falling(samples, "durable_avail_gib", 2**30)
+    log = _slope([(s.t, float(s.log_bytes)) for s in samples if s.log_bytes is not None])
+    etas = [left / rate for rate, left in ((fill, free), (ifill, ifree), (dfill, dfree))
+            if rate is not None and left is not None and rate > 0]
+    return DiskRates(fill_bytes_per_s=fill, inode_fill_per_s=ifill, durable_fill_bytes_per_s=dfill,
+                     log_write_bytes_per_s=log, full_eta_s=min(etas) if etas else None)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} GiB"
+
+
+def _disk_verdicts(samples: list[Sample]) -> list[Verdict]:
+    rates = disk_rates(samples)
+    if len(samples) < 5 or rates.full_eta_s is None or rates.full_eta_s >= DISK_ETA_H * 3600:
+        return []
+    where = [f"{_size(r)}/s where it writes" for r in [rates.fill_bytes_per_s] if r and r > 0]
+    where += [f"{r:.3g} inodes/s there" for r in [rates.inode_fill_per_s] if r and r > 0]
+    where += [f"{_size(r)}/s on the durable root" for r in [rates.durable_fill_bytes_per_s] if r and r > 0]
+    log = rates.log_write_bytes_per_s
+    return [Verdict(kind="disk_filling", severity="WARN", route=_route("run-remote/gotchas", "u6"),
+                    evidence=f"free space falls by {', '.join(where)} (the log grows {_size(log or 0)}/s): "
+                             f"full in about {rates.full_eta_s / 3600:.1f} h at this rate, sooner than the "
+                             f"{DISK_ETA_H:g} h a run may still need (prune checkpoints, write fewer files)")]
+
+
 def judge(samples: list[Sample], cpus: float, limit_mib: float | None, billed: bool) -> list[Verdict]:
     """What the window's numbers mean for the run."""
     out: list[Verdict] = []
     cpu, util = _mean([s.cpu_pct for s in samples]), _mean([s.gpu_util_pct for s in samples])
-    box = _mean([s.box_cpu_pct for s in samples])
+    box, mem = _mean([s.box_cpu_pct for s in samples]), _mean([s.gpu_mem_util_pct for s in samples])
+    gpu = "-" if util is None else f"{util:.0f} % busy" + ("" if mem is None else f" (memory controller {mem:.0f} %)")
     # The CPUs are saturated when the run uses nearly all it may, or the whole box is busy (the run
     # cannot get more even if it asked).
     saturated = cpu is not None and (cpu >= CPU_SATURATED * cpus * 100 or (box or 0) >= BOX_BUSY_PCT)
     if util is not None and cpu is not None and util < GPU_IDLE_PCT and saturated:
         out.append(Verdict(kind="data_bound", severity="WARN", route=_route("training/throughput-profiling"),
-                           evidence=f"GPUs {util:.0f} % busy while the run's processes use {cpu:.0f} % CPU of "
+                           evidence=f"GPUs {gpu} while the run's processes use {cpu:.0f} % CPU of "
                                     f"{cpus:g} CPU(s) (the box {box or 0:.0f} % busy): the input pipeline is the "
                                     "bottleneck (more workers, faster decoding, data on local disk)"))
     shares = [s.vram_used_mib / s.vram_total_mib for s in samples if s.vram_used_mib and s.vram_total_mib]
@@ -168,19 +246,12 @@ def judge(samples: list[Sample], cpus: float, limit_mib: float | None, billed: b
                                evidence=f"RSS rose {rise:.0f} MiB in {span_min * 60:.0f} s ({rise / span_min:.0f} "
                                         "MiB/min) and never fell: a leak (lists of tensors kept, a growing cache) "
                                         "until shown otherwise; inspect again later to confirm"))
-        for name, first, last, unit in (("bytes", samples[0].avail_gib, samples[-1].avail_gib, "GiB"),
-                                        ("inodes", samples[0].inodes_free, samples[-1].inodes_free, "inodes")):
-            if first is not None and last is not None and last < first and span_min > 0:
-                eta_h = last / ((first - last) / span_min) / 60
-                if eta_h < DISK_ETA_H:
-                    out.append(Verdict(kind="disk_filling", severity="WARN", route=_route("run-remote/gotchas", "u6"),
-                                       evidence=f"free {name} fall by {(first - last) / span_min:.3g} {unit}/min: "
-                                                f"gone in about {eta_h:.1f} h at this rate (prune checkpoints, "
-                                                "write fewer files)"))
+    out += _disk_verdicts(samples)
     if not out:
+        log = disk_rates(samples).log_write_bytes_per_s
         out.append(Verdict(kind="healthy", severity="INFO", route=_route("run-remote/monitoring"),
-                           evidence=f"CPU {cpu or 0:.0f} %, GPU {'-' if util is None else f'{util:.0f} %'}, RSS "
-                                    f"{samples[-1].rss_mib if samples else 0:.0f} MiB: nothing to act on"))
+                           evidence=f"CPU {cpu or 0:.0f} %, GPU {gpu}, RSS {samples[-1].rss_mib if samples else 0:.0f}"
+                                    f" MiB, log written at {_size(log or 0)}/s: nothing to act on"))
     return out
 
 
@@ -205,5 +276,5 @@ async def sample_run(host: Host, spec: HostSpec, run_id: str, window_s: int = DE
     limit = _num(facts.get("mem_max"))
     limit_mib = limit / 2**20 if limit else ((_num(facts.get("mem_total_kb")) or 0) / 1024 or None)
     return InspectResult(host=spec.name, run_id=run_id, live=True, window_s=window_s, samples=samples,
-                         cpus_allowed=round(cpus, 2), memory_limit_mib=limit_mib,
+                         cpus_allowed=round(cpus, 2), memory_limit_mib=limit_mib, disk=disk_rates(samples),
                          verdicts=judge(samples, cpus, limit_mib, spec.profile.billed))

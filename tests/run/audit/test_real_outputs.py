@@ -216,7 +216,7 @@ def test_the_audit_concludes_what_the_capture_shows(name, facts, cid, status, fr
 
 def test_every_capture_names_its_public_source_and_is_judged() -> None:
     names = captures()
-    judged = {c[0] for c in CASES} | PARSER_ONLY | JUDGED_BY_A30
+    judged = {c[0] for c in CASES} | PARSER_ONLY | JUDGED_BY_A30 | REPLAYED_BY_INSPECT
     assert sorted(judged) == names
     sources = {capture(n).source for n in names}
     assert all(urlparse(s).scheme == "https" and urlparse(s).netloc for s in sources)
@@ -227,6 +227,9 @@ def test_every_capture_names_its_public_source_and_is_judged() -> None:
 JUDGED_BY_A30 = {"q-fabric-in-progress", "q-fabric-unhealthy", "q-fabric-insufficient"}
 # Captures whose conclusion is about the parser alone (no GPU inventory or no header in them).
 PARSER_ONLY = {"q-610-deprecated-header", "table-510-mig-devices-section"}
+# A `--query-gpu ... -l 1` sequence the fake nvidia-smi replays to inspect_run
+# (tests/run/jobs/test_inspect_run.py asserts the sampled series and verdicts).
+REPLAYED_BY_INSPECT = {"loop-530-gtx1650super-query-l1"}
 
 
 def test_the_610_header_yields_the_versions_not_the_deprecation_note() -> None:
