@@ -274,7 +274,8 @@ class SshHost:
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):
-                    out, trunc, err, done = await self._exchange(proc, stdin, pgid, max_output)
+                    with _mapped_errors(self.name, "running a command"):
+                        out, trunc, err, done = await self._exchange(proc, stdin, pgid, max_output)
             except TimeoutError:
                 await self._kill(conn, pgid)
                 proc.close()

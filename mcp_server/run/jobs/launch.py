@@ -7,16 +7,18 @@ up to `probe_s`, and report. Secrets travel on stdin only."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from mcp_server import __version__, scripts
-from mcp_server.errors import GateRefused, InputError, NotFoundError, RgtError
+from mcp_server.errors import GateRefused, InputError, NotFoundError, RgtError, TransportError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
 from mcp_server.hosts.kube_options import KubeOptions
@@ -331,6 +333,19 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
                         "rerun_of": record.rerun_of})
 
 
+@contextlib.asynccontextmanager
+async def outcome_unknown(spec: HostSpec, what: str) -> AsyncIterator[None]:
+    """The start's round trip writes on the box: a connection lost during it leaves the outcome
+    unknown (the job may have started), and a blind retry could start a second job."""
+    try:
+        yield
+    except TransportError as exc:
+        raise TransportError(f"the connection was lost while starting {what}: the outcome is unknown, it may "
+                             "have started", host=spec.name, observed=exc.observed,
+                             next_step=f"check list_runs on {spec.name} for {what} before launching again; a "
+                                       "named launch returns the live run instead of starting a second") from exc
+
+
 async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledger | None,
                  redactor: Redactor, environ: dict[str, str] | None = None,
                  progress: Report | None = None) -> LaunchResult:
@@ -351,7 +366,8 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
     script = _start_script(spec, req, engine, record, facts["base"])
     if ledger is not None:  # before the probe: a client that gives up during it can still find the run
         _record_begun(ledger, spec, req, record)
-    async with ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"):
+    async with (ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"),
+                outcome_unknown(spec, f"run {record.run_id}")):
         res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20, slow=req.probe_s > 1)
     result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
     if ledger is not None and result.outcome in ("running", "queued", "exited_early"):

@@ -29,6 +29,7 @@ from mcp_server.run.jobs.launch import (
     file_text,
     make_record,
     on_exit_text,
+    outcome_unknown,
     read_facts,
     record_text,
     refuse_unwritten,
@@ -121,7 +122,8 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     children, secrets, facts, queue_id = await prepare_sweep(host, spec, commands, start_index, req, redactor, "shell")
     queue_dir = f"{facts['base']}/runs/{queue_id}"
     script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
-    res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30, slow=req.probe_s > 1)
+    async with outcome_unknown(spec, f"queue {queue_id}"):
+        res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30, slow=req.probe_s > 1)
     refuse_unwritten(spec, res.text)
     res.check("starting the queue")
     states = parse_kv(res.text)

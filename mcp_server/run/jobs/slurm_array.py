@@ -19,6 +19,7 @@ from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
 from mcp_server.run.jobs.launch import (
     LaunchRequest,
     on_exit_text,
+    outcome_unknown,
     refuse_unwritten,
 )
 from mcp_server.run.jobs.onbox import job_script
@@ -48,7 +49,8 @@ async def launch_array(host: Host, spec: HostSpec, commands: list[str], max_conc
                                                              "slurm")
     array_dir = f"{facts['base']}/runs/{array_id}"
     script = _start_script(spec, req, facts, array_dir, max_concurrent, children, list(secrets))
-    res = await host.run(script, stdin=secrets_payload(secrets), timeout=60)
+    async with outcome_unknown(spec, f"Slurm array {array_id}"):
+        res = await host.run(script, stdin=secrets_payload(secrets), timeout=60)
     refuse_unwritten(spec, res.text)
     refused = next((ln for ln in res.text.splitlines() if ln.startswith(_REFUSED)), None)
     if refused:
