@@ -23,6 +23,9 @@ EXPANDED = 2  # lists of at most this many objects are shown whole
 LOG_LINES = 20
 # Fields whose value is text read from the box (a log): shown as their last lines, labelled as data.
 _TEXT_BLOCKS = {"text", "log_tail", "last_line"}
+# Fields whose value quotes a file (a document's line, a reference page): fenced ⟦ ⟧ and labelled.
+_QUOTED = {"context": untrusted.note("quoted from the documents read"),
+           "excerpt": untrusted.note("quoted from the reference pages")}
 # A False worth saying (the rest of the False flags are defaults).
 _TELLING_FALSE = {"passed", "ready", "clean", "done", "ended", "complete", "live", "changed", "executed",
                   "authoritative", "eof"}
@@ -66,7 +69,16 @@ def _item(value: Any) -> str:
     if not isinstance(value, dict):
         return _scalar(value)
     keys = sorted((k for k, v in value.items() if _keep(k, v)), key=lambda k: _FIRST.get(k, len(_FIRST)))
-    return _scalar(" ".join(f"{k}={_inline(value[k], k)}" for k in keys))
+    quoted = [k for k in keys if k in _QUOTED and isinstance(value[k], str)]
+    line = _scalar(" ".join(f"{k}={_inline(value[k], k)}" for k in keys if k not in quoted))
+    # Quoted text last, with room of its own: the fields before it never cut it (or its fence) off.
+    return " ".join([line, *(f"{k}={untrusted.fence(_scalar(value[k]))}" for k in quoted)])
+
+
+def _quote_labels(items: list[Any]) -> str:
+    """The labels of the quoted fields these one-line items show, said once on their list's line."""
+    found = {_QUOTED[k] for v in items if isinstance(v, dict) for k in v if k in _QUOTED and _keep(k, v[k])}
+    return "".join(f"; {untrusted.OPEN}…{untrusted.CLOSE} {label}" for label in sorted(found))
 
 
 def _block(key: str, text: str, pad: str, out: list[str]) -> None:
@@ -87,6 +99,8 @@ def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0,
             continue
         if key in _TEXT_BLOCKS and isinstance(value, str):
             _block(key, value, pad, out)
+        elif key in _QUOTED and isinstance(value, str):
+            out.append(f"{pad}{key} ({_QUOTED[key]}): {untrusted.fence(_scalar(value))}")
         elif isinstance(value, dict):
             if depth >= 2:
                 out.append(f"{pad}{key}: {_item(value)}")
@@ -108,13 +122,14 @@ def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int, said
             return
         out.append(f"{pad}{key}: {', '.join(_scalar(v) for v in value[:MAX_ITEMS])}{more}")
         return
-    out.append(f"{pad}{key} ({len(value)}):")
     if len(value) <= EXPANDED and depth < 2 and all(isinstance(v, dict) for v in value):
+        out.append(f"{pad}{key} ({len(value)}):")
         for v in value:  # a few results (one per host, say): each in full
             lines: list[str] = []
             _render(v, pad + "    ", lines, depth + 1, said)
             out.extend([f"{pad}  - {lines[0].lstrip()}", *lines[1:]] if lines else [])
         return
+    out.append(f"{pad}{key} ({len(value)}{_quote_labels(value[:MAX_ITEMS])}):")
     out.extend(f"{pad}  - {_item(v)}" for v in value[:MAX_ITEMS])
     if more:
         out.append(f"{pad}  …{more}")
