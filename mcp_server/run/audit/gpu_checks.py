@@ -1,4 +1,5 @@
-"""GPU checks of the Phase-0 audit (A2-A9, A7b, A28). Read-only: report, never kill."""
+"""GPU checks of the Phase-0 audit (A2-A9, A7b, A28). Read-only: report, never kill (A8 routes its
+zombies to reap_vram, which shares its rule: holder_verdict)."""
 
 from __future__ import annotations
 
@@ -205,31 +206,74 @@ def a7b_ecc(f: Facts) -> Check:
     return check("A7b", title, "PASS", "0 uncorrected ECC errors")
 
 
+CANDIDATE = "candidate"
+PARENTS_UNREAD = "a candidate unless it is a child of a listed compute process (a dataloader worker)"
+
+
+def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, age_s: int | None,
+                   min_age_s: int = ZOMBIE_MIN_AGE_S, hidden: bool = False, own: frozenset[int] = frozenset(),
+                   ours: bool = False) -> str:
+    """Whether a process holding a /dev/nvidia* node is a zombie: CANDIDATE, or why it is left
+    alone. One rule for A8 (which reports) and reap_vram (which stops what it calls a candidate).
+    `ancestors` None: its parent chain was not read (A8), so a child of a listed process cannot be
+    told from a zombie while any compute process is listed (PARENTS_UNREAD)."""
+    if pid in listed:
+        return "a compute process nvidia-smi lists: in use"
+    if ancestors and ancestors & listed:
+        return "a child of a listed compute process (a dataloader worker): in use"
+    if pid in own:
+        return "this check itself"
+    if ours:
+        return "part of a run this server launched: stop it with cancel_run"
+    if hidden:
+        return "nvidia-smi cannot show pids in this container, so nothing can be called a zombie"
+    if age_s is None or age_s < min_age_s:
+        return f"younger than {min_age_s} s: it may still be starting"
+    return PARENTS_UNREAD if ancestors is None and listed else CANDIDATE
+
+
+def _a8_findings(f: Facts) -> list[str]:
+    listed = {a.pid for a in f.apps if a.pid is not None}
+    hidden = any(a.pid is None for a in f.apps)
+    ages = parse_ps("\n".join(line for line in f.text("holders").splitlines() if "=" not in line))
+    held = [p for p in parse_pids(f.kv("holders").get("pids", "")) if p in ages]
+    verdicts = {p: holder_verdict(p, listed, ancestors=None, age_s=ages[p][0], hidden=hidden) for p in held}
+    named = {v: [f"pid {p} ({ages[p][1]}, {ages[p][0]} s old)" for p in held if verdicts[p] == v]
+             for v in (CANDIDATE, PARENTS_UNREAD)}
+    out = []
+    if named[CANDIDATE]:
+        out.append(f"{', '.join(named[CANDIDATE])}: not a compute process nvidia-smi lists nor a child of one. "
+                   "reap_vram stops such holders: call it for a plan (read-only), then confirm with its token; "
+                   "killing needs the user's explicit OK")
+    if named[PARENTS_UNREAD]:
+        out.append(f"{', '.join(named[PARENTS_UNREAD])}: not listed by nvidia-smi, but may be dataloader workers of "
+                   f"listed pid(s) {sorted(listed)[:8]}. reap_vram's plan reads each holder's parents and offers "
+                   "only true zombies; killing needs the user's explicit OK")
+    unexplained = [f"GPU {g.index}: {g.memory_used_mib} MiB used, no process listed" for g in f.gpus
+                   if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in {a.gpu_uuid for a in f.apps}]
+    if unexplained:
+        out.append("; ".join(unexplained) + ": held by a process this container cannot see (another container, "
+                   "or the host): restart that container; it cannot be signalled from here, and killing anything "
+                   "needs the user's explicit OK")
+    return out
+
+
 def a8_zombies(f: Facts) -> Check:
     title = "zombie VRAM holders"
     missing = _no_smi(f, "A8", title)
     if missing:
         return missing
-    visible = {a.pid for a in f.apps if a.pid is not None}
-    holders = f.kv("holders")
-    ages = parse_ps("\n".join(line for line in f.text("holders").splitlines() if "=" not in line))
-    pids = parse_pids(holders.get("pids", ""))
-    zombies = [f"pid {p} ({ages[p][1]}, {ages[p][0]} s old)" for p in pids
-               if p not in visible and p in ages and ages[p][0] > ZOMBIE_MIN_AGE_S]
-    listed = {a.gpu_uuid for a in f.apps}
-    unexplained = [f"GPU {g.index}: {g.memory_used_mib} MiB used, no process listed"
-                   for g in f.gpus if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in listed]
-    hidden = any(a.pid is None for a in f.apps)
-    findings = zombies + unexplained
+    findings = _a8_findings(f)
     if findings:
-        return check("A8", title, "WARN",
-                     "; ".join(findings) + ". Report only: killing a holder needs your explicit OK "
-                     "(a holder in another container means restarting that container)")
-    if hidden:
+        return check("A8", title, "WARN", ". ".join(findings))
+    if any(a.pid is None for a in f.apps):
         return check("A8", title, "WARN",
                      "process ids are not visible from this container ([Not Supported]); cannot attribute VRAM")
-    devices = holders.get("devices", "")
-    scope = "no /dev/nvidia* nodes visible" if not devices else f"{len(pids)} holder pid(s), all listed by nvidia-smi"
+    holders = f.kv("holders")
+    pids = parse_pids(holders.get("pids", ""))
+    scope = ("no /dev/nvidia* nodes visible" if not holders.get("devices")
+             else f"{len(pids)} holder pid(s), all listed by nvidia-smi or under {ZOMBIE_MIN_AGE_S} s "
+                  "old")
     return check("A8", title, "PASS", f"no invisible VRAM holder ({scope})")
 
 

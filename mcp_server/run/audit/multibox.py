@@ -61,22 +61,38 @@ class Node:
         return (f"{self.name}: driver {self.kv.get('driver') or 'none'}, fabric {'/'.join(states)}, "
                 f"{', '.join(self.ifaces) or 'no interface up'}")
 
+    def links(self) -> dict[str, int]:
+        """Interface name -> MTU, bridges and container plumbing aside (NCCL skips docker*; veth
+        and bridge names differ per node without meaning anything)."""
+        out = {}
+        for entry in self.ifaces:
+            name, _, mtu = entry.partition(" ")
+            if mtu.isdigit() and not name.startswith(VIRTUAL):
+                out[name.split("@")[0]] = int(mtu)
+        return out
+
+
+VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "kube", "vxlan", "tunl")
+UNSUPPORTED = {"", "N/A", "Not Supported"}
+
+
+def parse_node(name: str, text: str) -> Node:
+    """What audit_fabric.sh printed on one node."""
+    lines = text.splitlines()
+    ifaces = [line.removeprefix("iface=") for line in lines if line.startswith("iface=")]
+    fabric = [parse_fabric(line.removeprefix("fabric=")) for line in lines if line.startswith("fabric=")]
+    return Node(name, parse_kv(text), sorted(ifaces), fabric)
+
 
 async def _node(host: Host, name: str) -> Node:
     res = await host.run(scripts.load("audit_fabric"), timeout=30)
     res.check("reading the node's fabric and network facts")
-    lines = res.text.splitlines()
-    ifaces = [line.removeprefix("iface=") for line in lines if line.startswith("iface=")]
-    fabric = [parse_fabric(line.removeprefix("fabric=")) for line in lines if line.startswith("fabric=")]
-    return Node(name, parse_kv(res.text), sorted(ifaces), fabric)
+    return parse_node(name, res.text)
 
 
 def parse_fabric(value: str) -> tuple[str, str, str]:
     state, status, summary = (value.split("|") + ["", ""])[:3]
     return state, status, summary
-
-
-UNSUPPORTED = {"", "N/A", "Not Supported"}
 
 
 def fabric_problem(state: str, status: str, summary: str) -> str | None:
@@ -98,45 +114,106 @@ async def _mtu(host: Host, addr: str) -> dict[str, str]:
     return parse_kv(res.text) if res.exit_status == 0 else {}
 
 
-def _fabric_problems(n: Node) -> list[str]:
+def fabric_findings(n: Node) -> tuple[list[str], list[str]]:
+    """One node's fabric and fabric-manager problems: (FAIL reasons, WARN reasons)."""
     found = sorted({p for f in n.fabric if (p := fabric_problem(*f))})
-    out = [f"{n.name}: {p} ({sum(1 for f in n.fabric if fabric_problem(*f) == p)} GPU(s); MN1)" for p in found]
-    if n.kv.get("fm_active") and n.kv["fm_active"] != "active":
-        out.append(f"{n.name}: nvidia-fabricmanager is {n.kv['fm_active']}")
-    driver, fm = n.kv.get("driver", ""), n.kv.get("fm_version", "")
+    fails = [f"{n.name}: {p} ({sum(1 for f in n.fabric if fabric_problem(*f) == p)} GPU(s); MN1)" for p in found]
+    warns = []
+    driver, fm, active = n.kv.get("driver", ""), n.kv.get("fm_version", ""), n.kv.get("fm_active", "")
     if driver and fm and driver != fm:
-        out.append(f"{n.name}: fabric manager {fm} differs from driver {driver} (they must match exactly)")
+        fails.append(f"{n.name}: fabric manager {fm} differs from driver {driver}; it refuses to start unless they "
+                     f"match exactly: install nvidia-fabricmanager {driver} (same branch and version), or re-rent")
+    if active and active != "active":
+        down = (f"{n.name}: nvidia-fabricmanager is {active} (`sudo systemctl start nvidia-fabricmanager`; "
+                "`journalctl -u nvidia-fabricmanager` says why it stopped)")
+        if n.fabric and all(f[0] in UNSUPPORTED for f in n.fabric):
+            # Hopper and later report a fabric state on NVSwitch boards; N/A everywhere is a PCIe
+            # board with nothing to manage, or an older NVSwitch board that cannot say.
+            warns.append(down + ": no GPU reports a fabric, so on PCIe cards this is harmless; on an NVSwitch "
+                         "board (HGX/DGX A100) NCCL hangs at init until it runs")
+        else:
+            fails.append(down + ": NVLink is not set up and NCCL hangs at init (MN1)")
+    return fails, warns
+
+
+def path_finding(first: Node, peer: Node, probe: dict[str, str]) -> str | None:
+    """What the 8972- and 1472-byte unfragmentable pings from `first` to `peer` say; None when the
+    path carries what both ends are set to send."""
+    addr = peer.kv.get("addr", "") or "no address"
+    if probe.get("size8972") == "ok":
+        return None
+    where = f"{first.name} -> {peer.name} ({addr})"
+    if probe.get("size1472") == "ok":
+        jumbo = [f"{n.name} {i} mtu {m}" for n in (first, peer) for i, m in sorted(n.links().items()) if m > 1500]
+        if not jumbo:
+            return None
+        return (f"{where}: 9000-byte frames do not pass, 1500-byte ones do, yet {', '.join(jumbo)}: frames that "
+                "large are dropped and large collectives hang; set one MTU end to end, or 1500 on both (MN4)")
+    top = max(first.links().values(), default=0)
+    if 0 < top < 1500:
+        return (f"{where}: the path MTU was not measured: {first.name}'s interfaces are at most MTU {top}, below the "
+                f"1500-byte probe; check with `ping -M do -s {top - 28} {addr}` and give every node the same MTU")
+    return f"{where}: no answer to a 1500-byte ping (down, firewalled, or ICMP blocked)"
+
+
+def interface_findings(nodes: list[Node]) -> list[str]:
+    """NCCL_SOCKET_IFNAME hints from the interface names, and same-named interfaces whose MTU differs."""
+    links = [n.links() for n in nodes]
+    out = []
+    for name in sorted(set.intersection(*(set(x) for x in links))):
+        mtus = {x[name] for x in links}
+        if len(mtus) > 1:
+            seen = ", ".join(f"{n.name} {x[name]}" for n, x in zip(nodes, links, strict=True))
+            out.append(f"{name} has different MTUs ({seen}): large frames from the bigger side are dropped (MN4)")
+    if len({frozenset(x) for x in links}) > 1:
+        common = sorted(set.intersection(*(set(x) for x in links)))
+        each = "; ".join(f"{n.name}: {', '.join(sorted(x)) or 'none'}" for n, x in zip(nodes, links, strict=True))
+        if common:
+            out.append(f"the nodes' interfaces differ ({each}): set NCCL_SOCKET_IFNAME to the one of "
+                       f"{', '.join(common)} that links them, identically on every rank (MN2)")
+        else:
+            names = sorted({i for x in links for i in x})
+            out.append(f"no interface name is common to all nodes ({each}): set NCCL_SOCKET_IFNAME to a list "
+                       f"covering each node's link, e.g. ={','.join(names)} (MN2)")
     return out
 
 
-async def a30_fabric(boxes: list[Box]) -> Check:
+def judge_a30(nodes: list[Node], probes: list[dict[str, str]] | None) -> Check:
+    """A30's verdict. `probes`: the ping results from the first node to each peer, in order; None
+    when the first node has no ping."""
     title = "multi-node fabric and network path"
-    nodes = await asyncio.gather(*(_node(h, s.name) for h, s in boxes))
-    problems = [p for n in nodes for p in _fabric_problems(n)]
-    warnings: list[str] = []
-    first = nodes[0]
-    if not first.kv.get("ping"):
-        warnings.append(f"ping is not installed on {first.name}: the path MTU was not measured")
+    first, peers = nodes[0], nodes[1:]
+    fails, warnings = [], []
+    for n in nodes:
+        f, w = fabric_findings(n)
+        fails += f
+        warnings += w
+    if probes is None:
+        warnings.append(f"ping is not installed on {first.name}: the path MTU was not measured (install iputils-ping)")
     else:
-        for peer in nodes[1:]:
-            addr = peer.kv.get("addr", "")
-            m = await _mtu(boxes[0][0], addr) if addr else {}
-            if m.get("size8972") == "ok":
-                continue
-            if m.get("size1472") == "ok":
-                warnings.append(f"{first.name} -> {peer.name} ({addr}): 9000-byte frames do not pass, 1500-byte ones "
-                                "do: if either side is set to jumbo frames, large collectives hang (MN4)")
-            else:
-                warnings.append(f"{first.name} -> {peer.name} ({addr or 'no address'}): no ICMP answer (down, or "
-                                "firewalled)")
-    if len({tuple(n.ifaces) for n in nodes}) > 1:
-        warnings.append("the nodes' interfaces differ: set NCCL_SOCKET_IFNAME to the one that links them (MN2)")
+        warnings += [pw for peer, p in zip(peers, probes, strict=True) if (pw := path_finding(first, peer, p))]
+    warnings += interface_findings(nodes)
     seen = "; ".join(n.describe() for n in nodes)
-    if problems:
-        return check("A30", title, "FAIL", "; ".join(problems + warnings) + f". Seen: {seen}")
+    if fails:
+        return check("A30", title, "FAIL", "; ".join(fails + warnings) + f". Seen: {seen}")
     if warnings:
         return check("A30", title, "WARN", "; ".join(warnings) + f". Seen: {seen}")
-    return check("A30", title, "PASS", f"9000-byte frames pass from {first.name} to every peer; {seen}")
+    jumbo = probes is not None and all(p.get("size8972") == "ok" for p in probes)
+    size = "9000-byte" if jumbo else "1500-byte"
+    return check("A30", title, "PASS", f"{size} frames pass from {first.name} to every peer; {seen}")
+
+
+async def a30_fabric(boxes: list[Box]) -> Check:
+    nodes = await asyncio.gather(*(_node(h, s.name) for h, s in boxes))
+    probes = None
+    if nodes[0].kv.get("ping"):
+        probes = list(await asyncio.gather(*(_mtu(boxes[0][0], n.kv["addr"]) if n.kv.get("addr") else _none()
+                                             for n in nodes[1:])))
+    return judge_a30(list(nodes), probes)
+
+
+async def _none() -> dict[str, str]:
+    return {}
 
 
 async def cross_checks(boxes: list[Box], shared_path: str | None) -> list[Check]:

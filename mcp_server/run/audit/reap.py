@@ -21,7 +21,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
-from mcp_server.run.audit.gpu_checks import ZOMBIE_MIN_AGE_S
+from mcp_server.run.audit.gpu_checks import CANDIDATE, ZOMBIE_MIN_AGE_S, holder_verdict
 from mcp_server.run.teardown.execute import check_token
 
 ACTION = "reap_vram"
@@ -70,25 +70,12 @@ def _parse(text: str) -> tuple[dict[str, str], list[list[str]], list[str]]:
     return facts, holders, invisible
 
 
-def _judge(fields: list[str], listed: set[str], own: set[str], min_age_s: int, hidden: bool) -> Holder:
+def _judge(fields: list[str], listed: set[int], own: frozenset[int], min_age_s: int, hidden: bool) -> Holder:
     pid, start, age, user, command, ancestors, ours = (fields + [""] * 7)[:7]
-    chain = set(ancestors.split())
-    if pid in listed:
-        verdict = "a compute process nvidia-smi lists: in use"
-    elif chain & listed:
-        verdict = "a child of a listed compute process (a dataloader worker): in use"
-    elif pid in own:
-        verdict = "this check itself"
-    elif ours == "1":
-        verdict = "part of a run this server launched: stop it with cancel_run"
-    elif hidden:
-        verdict = "nvidia-smi cannot show pids in this container, so nothing can be called a zombie"
-    elif not age.isdigit() or int(age) < min_age_s:
-        verdict = f"younger than {min_age_s} s: it may still be starting"
-    else:
-        verdict = "candidate"
-    return Holder(pid=int(pid), start_ticks=int(start), age_s=int(age) if age.isdigit() else None,
-                  user=user, command=command[:60], verdict=verdict)
+    age_s = int(age) if age.isdigit() else None
+    verdict = holder_verdict(int(pid), listed, ancestors={int(a) for a in ancestors.split() if a.isdigit()},
+                             age_s=age_s, min_age_s=min_age_s, hidden=hidden, own=own, ours=ours == "1")
+    return Holder(pid=int(pid), start_ticks=int(start), age_s=age_s, user=user, command=command[:60], verdict=verdict)
 
 
 async def _read(host: Host, min_age_s: int) -> tuple[str, list[Holder], list[Holder], list[str]]:
@@ -98,12 +85,13 @@ async def _read(host: Host, min_age_s: int) -> tuple[str, list[Holder], list[Hol
         raise RgtError(facts.get("error", "cannot list the GPU devices' holders"), host=host.name,
                        next_step="install psmisc (fuser) or lsof on the box")
     res.check("listing the GPU devices' holders")
-    listed, own = set(facts.get("listed", "").split()), set(facts.get("self", "").split())
+    listed = {int(p) for p in facts.get("listed", "").split() if p.isdigit()}
+    own = frozenset(int(p) for p in facts.get("self", "").split() if p.isdigit())
     judged = [_judge(r, listed, own, min_age_s, facts.get("hidden") == "1") for r in rows if r and r[0].isdigit()]
     advice = [f"pid {p} (another container's process, listed by nvidia-smi): restart that container; it cannot "
               "be signalled from here" for p in invisible]
-    return (facts.get("boot", ""), [h for h in judged if h.verdict == "candidate"],
-            [h for h in judged if h.verdict != "candidate"], advice)
+    return (facts.get("boot", ""), [h for h in judged if h.verdict == CANDIDATE],
+            [h for h in judged if h.verdict != CANDIDATE], advice)
 
 
 def _hash(boot: str, candidates: list[Holder]) -> str:

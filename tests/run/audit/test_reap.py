@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from mcp_server import scripts
+from mcp_server.run.audit.gpu_checks import CANDIDATE, PARENTS_UNREAD, a8_zombies, holder_verdict
+from mcp_server.run.audit.probe import ProbeSection
+from mcp_server.run.audit.reap import _judge
 from tests.conftest import error_text, structured
+from tests.support.fakegpu import audit_facts, load_samples
 from tests.support.wait import until_sync
 
 DEVICE = Path("/dev/nvidia97")
@@ -121,3 +125,59 @@ def test_a_pid_whose_start_time_differs_is_never_signalled(device: Path, holders
 async def test_a_token_from_nowhere_is_refused_naming_this_tool(reap_box, client) -> None:
     res = await client.call_tool("reap_vram", {"host": "gpu1", "token": "0" * 32})
     assert res.is_error and "did not come from a reap_vram plan" in error_text(res)
+
+
+# A8 (the audit's report) and reap_vram's plan share one rule, gpu_checks.holder_verdict: A8 never
+# offers to reap what the plan would leave alone. A8's probe does not read parent chains, so while
+# nvidia-smi lists a compute process an unlisted holder may be its dataloader worker and A8 says so
+# instead of offering it. The GPU rows are the reconstructed 1 x RTX 4090 samples.
+TRAINER, HOLDER = 30877, 30912
+
+
+def a8_on(scenario: str, apps: str, holder_age_s: int) -> str:
+    samples = load_samples()
+    f = audit_facts(gpu=ProbeSection(0, samples[(scenario, "Q_GPU")][1]))
+    f.sections["apps"] = ProbeSection(0, apps)
+    f.sections["holders"] = ProbeSection(0, f"devices=/dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm\npids={TRAINER} "
+                                            f"{HOLDER}\n{TRAINER} 9000 Rl python\n{HOLDER} {holder_age_s} Sl python\n")
+    f.load_gpus()
+    c = a8_zombies(f)
+    return f"{c.status}: {c.evidence}"
+
+
+def test_a8_does_not_offer_a_listed_trainers_possible_worker_which_the_plan_leaves_alone() -> None:
+    a8 = a8_on("rtx4090x1-training", load_samples()[("rtx4090x1-training", "Q_APPS")][1], 600)
+    assert a8.startswith("WARN") and f"pid {HOLDER} (Sl python, 600 s old)" in a8, a8
+    assert f"may be dataloader workers of listed pid(s) [{TRAINER}]" in a8 and "reap_vram stops" not in a8
+    plan = _judge([str(HOLDER), "1", "600", "u", "python", f"{TRAINER} 1"], {TRAINER}, frozenset(), 120, False)
+    assert plan.verdict == "a child of a listed compute process (a dataloader worker): in use"
+
+
+def test_a8_routes_an_old_unlisted_holder_on_an_idle_gpu_to_reap_vram() -> None:
+    a8 = a8_on("rtx4090x1-idle-desktop", "", 600)
+    assert a8.startswith("WARN") and "reap_vram stops such holders: call it for a plan" in a8, a8
+    assert "explicit OK" in a8
+    assert _judge([str(HOLDER), "1", "600", "u", "python", "1"], set(), frozenset(), 120, False).verdict == CANDIDATE
+
+
+def test_a8_calls_nothing_a_zombie_where_pids_are_hidden_as_the_plan_does() -> None:
+    hidden = load_samples()[("rtx4090x1-container-no-pid-access", "Q_APPS")][1]
+    a8 = a8_on("rtx4090x1-training", hidden, 600)
+    assert a8.startswith("WARN") and "process ids are not visible" in a8 and "reap_vram" not in a8, a8
+
+
+def test_a8_sends_vram_held_by_an_unseen_process_to_restarting_that_container() -> None:
+    a8 = a8_on("rtx4090x1-training", "", 30)
+    assert "GPU 0: 21482 MiB used, no process listed" in a8 and "restart that container" in a8, a8
+
+
+@pytest.mark.parametrize("listed", [set(), {TRAINER}])
+@pytest.mark.parametrize("ancestors", [set(), {TRAINER}, {4242}])
+@pytest.mark.parametrize(("age", "hidden"), [(5, False), (600, False), (600, True)])
+def test_a8_offers_only_what_the_plan_could_reap(listed, ancestors, age, hidden) -> None:
+    plan = holder_verdict(HOLDER, listed, ancestors=ancestors, age_s=age, hidden=hidden)
+    audit = holder_verdict(HOLDER, listed, ancestors=None, age_s=age, hidden=hidden)
+    if audit == CANDIDATE:
+        assert plan == CANDIDATE, (audit, plan)
+    if plan == CANDIDATE:
+        assert audit in (CANDIDATE, PARENTS_UNREAD), "a zombie the plan would stop is reported by A8"
