@@ -25,15 +25,17 @@ def register(server: MCPServer) -> None:
                                    "user@host")] = "local",
         token: Annotated[str | None, Field(description="omit for the plan; pass its token to apply exactly it")] = None,
     ) -> PrepareOutput:
-        """Prepare a fresh box from its profile: caches on the durable tier, mirrors, no_proxy, tmux (plan, confirm).
+        """Prepare a fresh box from its profile: caches, mirrors, no_proxy, interpreter, tmux (plan, confirm).
 
         Without a token: the changes as diffs (nothing is written). The box env file
         <durable_root>/.rgt/box.env, which every launch sources: HF/pip/torch caches on the
         durable tier; behind the GFW HF_ENDPOINT=hf-mirror with HF_HUB_DISABLE_XET=1; no_proxy
-        exemptions only when a proxy is set. A pip mirror only where the profile needs one and
-        pip has no index; tmux when missing (root + apt). With the token: applies exactly those,
-        atomically; refuses when the box changed since the plan; a second plan is empty.
-        See references://run-remote/audit-checks#a22.
+        exemptions only when a proxy is set; the right interpreter's dir first on PATH when a
+        launch would reach another (A18). A pip mirror only where the profile needs one and pip
+        has no index; conda's mirror keys in ~/.condarc where conda exists and none set them;
+        tmux when missing (root + apt). Never creates a conda env. With the token: applies
+        exactly those, atomically; refuses when the box changed since the plan; a second plan is
+        empty. See references://run-remote/audit-checks#a22 and #a18.
         """
         app = app_of(ctx)
         with tool_errors(app):

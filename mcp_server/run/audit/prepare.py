@@ -4,7 +4,9 @@ plan lists. The changes, from the profile's facts: one box env file every launch
 HF mirror with Xet off; `no_proxy` exemptions when, and only when, a proxy is set), a pip mirror
 where the profile needs one and pip has no index configured, and tmux when it is missing. Each is
 shown as a diff; the token is bound to the plan's content; a second plan shows nothing to do.
-A wrong interpreter (A18) is pointed at, never fixed by creating an environment on a rental image."""
+Behind the GFW, conda's mirror keys that no config file sets go into ~/.condarc (when conda is on
+the box). A launch that would reach the wrong interpreter (A18) gets the right one's directory first
+on PATH in the box env file; no environment is ever created on a rental image."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import base64
 import difflib
 import hashlib
 import secrets
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -21,12 +24,20 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.run.audit.system_checks import _CONDA_ROOT_PY
 from mcp_server.run.teardown.execute import check_token
 
 ACTION = "prepare_box"
 HF_MIRROR = "https://hf-mirror.com"
 PIP_MIRROR = "https://pypi.tuna.tsinghua.edu.cn/simple"
 LOCAL = ("localhost", "127.0.0.1", "::1")
+CONDA_MIRROR = "https://mirrors.tuna.tsinghua.edu.cn/anaconda"
+# TUNA's layout (references://run-remote/china-network#mirrors): main for `defaults`, cloud/ for
+# conda-forge and pytorch; never pytorch-nightly, which mirrors do not carry. One key, one block.
+CONDA_KEYS = {
+    "default_channels": f"default_channels:\n  - {CONDA_MIRROR}/pkgs/main\n",
+    "custom_channels": f"custom_channels:\n  conda-forge: {CONDA_MIRROR}/cloud\n  pytorch: {CONDA_MIRROR}/cloud\n",
+}
 CHINA_DIRECT = (".modelscope.cn",)  # reached directly from Chinese rentals, slower through the proxy (AD2)
 
 
@@ -50,7 +61,7 @@ class PrepareResult(BaseModel):
     failed: list[str]
 
 
-def box_env(durable: str, mirror: bool, proxy: str, no_proxy: str) -> str:
+def box_env(durable: str, mirror: bool, proxy: str, no_proxy: str, python_dir: str = "") -> str:
     """The box env file's content for these facts."""
     lines = ["# remote-gpu-trainer prepare_box: sourced by every launch on this box (before the launch's own env)",
              f"export HF_HOME={quote(durable + '/.cache/huggingface')}",
@@ -58,6 +69,8 @@ def box_env(durable: str, mirror: bool, proxy: str, no_proxy: str) -> str:
              f"export TORCH_HOME={quote(durable + '/.cache/torch')}"]
     if mirror:
         lines += [f"export HF_ENDPOINT={HF_MIRROR}", "export HF_HUB_DISABLE_XET=1  # Xet downloads bypass the mirror"]
+    if python_dir:
+        lines += [f'export PATH={quote(python_dir)}:"$PATH"  # python/python3 of a launch: the interpreter A18 wants']
     if proxy:
         have = [h for h in no_proxy.split(",") if h]
         want = have + [h for h in (*LOCAL, *(CHINA_DIRECT if mirror else ())) if h not in have]
@@ -78,24 +91,87 @@ class _Plan(BaseModel):
     pip_conf: str = ""
     pip: str = ""
     tmux: bool = False
+    condarc: str = ""
+    conda: str = ""
+    conda_before: str = ""
 
 
-async def _read(host: Host, spec: HostSpec) -> _Plan:
-    res = await host.run(scripts.command_words("box_prepare_read", path_word(spec.durable_root, "durable root"),
-                                               quote(spec.profile.proxy_hook or "")), timeout=30)
-    res.check("reading the box's setup")
-    f = parse_kv(res.text)
-    mirror = spec.profile.china_mirror_needed is True
+class _Interp(NamedTuple):
+    path: str
+    torch: bool
+    names: tuple[str, ...]  # which of python/python3 its directory holds
+
+
+def _interp(value: str) -> _Interp | None:
+    """One `PATH|torch|names` fact of box_prepare_read ("-" when that interpreter is absent)."""
+    if value in ("", "-"):
+        return None
+    path, torch, names = value.rsplit("|", 2)
+    return _Interp(path, torch == "1", tuple(names.split()))
+
+
+def python_fix(f: dict[str, str], spec: HostSpec) -> tuple[str, str]:
+    """(the directory a launch's PATH must start with, or ""; advice, or "") from the interpreters
+    the box reports. The right one is the host's named `python` (inventory or profile); without
+    one, the login shell's when it can import torch and a launch's `python`/`python3` cannot (what
+    A18 sees: a non-login launch missing the stack a login shell has). Never an environment created."""
+    named, login = _interp(f.get("named", "")), _interp(f.get("login", ""))
+    launch = {n: _interp(f.get(f"launch_{n}", "")) for n in ("python", "python3")}
+    keep = " (no environment is created)"
+    if spec.python and named is None:
+        return "", f"the interpreter named for this host ({spec.python}) is not on the box: set `python` " \
+                   "for the host to the one that has the stack" + keep
+    if named is None:
+        if any(i and i.torch for i in launch.values()):
+            return "", ""
+        if login is None or not login.torch:
+            return "", "no interpreter a launch or a login shell reaches can import torch: name the one " \
+                       "that has it as `python` for the host, or install torch into the image's" + keep
+        if spec.profile.env_contract == "project-env" and _CONDA_ROOT_PY.search(login.path):
+            return "", f"the login shell's {login.path} is the conda base, not a project env (A18): name the " \
+                       "project env's interpreter as `python` for the host" + keep
+        named = login
+    bindir = named.path.rpartition("/")[0]
+    if not named.names:
+        return "", f"{named.path} has no python/python3 beside it: call it by its path in the command"
+    reached = {n: i.path if i else "" for n, i in launch.items()}
+    if all(reached[n] == f"{bindir}/{n}" for n in named.names):
+        return "", ""
+    return bindir, ""
+
+
+def conda_mirror(f: dict[str, str], mirror: bool) -> tuple[str, str, list[str]]:
+    """(the old and new .condarc text, advice): the mirror keys no config file sets yet, appended;
+    ("", "", …) when the box is not behind the GFW, has no conda, or conda already has them all."""
+    if not mirror or not f.get("conda"):
+        return "", "", []
+    elsewhere = {k: f[f"conda_set_{k}"] for k in CONDA_KEYS if f.get(f"conda_set_{k}")}
+    advice = [f"conda already sets {k} in {where}: left as it is" for k, where in elsewhere.items()]
+    missing = [k for k in CONDA_KEYS if k not in elsewhere]
+    if not missing:
+        return "", "", advice
+    old = base64.b64decode(f["condarc_text"]).decode() if f.get("condarc_text", "-") != "-" else ""
+    head = old + ("\n" if old and not old.endswith("\n") else "")
+    new = head + "# remote-gpu-trainer prepare_box: conda packages from the TUNA mirror (behind the GFW)\n"
+    return old, new + "".join(CONDA_KEYS[k] for k in missing), advice
+
+
+def _env_change(plan: _Plan, f: dict[str, str], spec: HostSpec, mirror: bool) -> None:
     durable = f.get("durable") or spec.durable_root
-    plan = _Plan(changes=[], advice=[])
+    python_dir, advice = python_fix(f, spec)
+    plan.advice += [advice] if advice else []
     old = base64.b64decode(f["box_env"]).decode() if f.get("box_env", "-") != "-" else ""
-    new = box_env(durable, mirror, f.get("proxy", ""), f.get("no_proxy", ""))
+    new = box_env(durable, mirror, f.get("proxy", ""), f.get("no_proxy", ""), python_dir)
     if old != new:
         target = f"{durable}/.rgt/box.env"
-        plan.changes.append(Change(target=target, diff=_diff(target, old, new),
-                                   why="caches on the durable tier" + (", the HF mirror" if mirror else "")
-                                   + (", no_proxy for local and direct hosts" if f.get("proxy") else "")))
+        why = ["caches on the durable tier"] + (["the HF mirror"] if mirror else []) \
+            + ([f"launches find python in {python_dir} first (A18)"] if python_dir else []) \
+            + (["no_proxy for local and direct hosts"] if f.get("proxy") else [])
+        plan.changes.append(Change(target=target, diff=_diff(target, old, new), why=", ".join(why)))
         plan.env, plan.env_before = new, old
+
+
+def _pip_change(plan: _Plan, f: dict[str, str], mirror: bool) -> None:
     if mirror and not f.get("pip_index") and f.get("pip_conf_exists"):
         plan.advice.append(f"pip has no index but {f['pip_conf']} exists: add `index-url = {PIP_MIRROR}` under "
                            "[global] yourself (the file is never replaced)")
@@ -105,6 +181,24 @@ async def _read(host: Host, spec: HostSpec) -> _Plan:
                                    diff=_diff(plan.pip_conf, "", plan.pip)))
     elif mirror and f.get("pip_index"):
         plan.advice.append(f"pip already has an index configured ({f['pip_index']}): left as it is")
+
+
+async def _read(host: Host, spec: HostSpec) -> _Plan:
+    res = await host.run(scripts.command_words("box_prepare_read", path_word(spec.durable_root, "durable root"),
+                                               quote(spec.profile.proxy_hook or ""), quote(spec.python or ""),
+                                               quote(" ".join(CONDA_KEYS))), timeout=60)
+    res.check("reading the box's setup")
+    f = parse_kv(res.text)
+    mirror = spec.profile.china_mirror_needed is True
+    plan = _Plan(changes=[], advice=[])
+    _env_change(plan, f, spec, mirror)
+    _pip_change(plan, f, mirror)
+    old, new, advice = conda_mirror(f, mirror)
+    plan.advice += advice
+    if new:
+        plan.condarc, plan.conda, plan.conda_before = f["condarc"], new, old
+        plan.changes.append(Change(target=plan.condarc, diff=_diff(plan.condarc, old, new),
+                                   why=f"conda ({f['conda']}) has no mirror and the box is behind the GFW"))
     if not f.get("tmux"):
         if f.get("uid") == "0" and f.get("apt"):
             plan.tmux = True
@@ -113,13 +207,11 @@ async def _read(host: Host, spec: HostSpec) -> _Plan:
         else:
             plan.advice.append("tmux is missing and cannot be installed here (not root, or no apt-get): use the "
                                "shell backend, which needs only setsid")
-    plan.advice.append("the interpreter a job uses is the profile's or the inventory's `python`; when audit_box A18 "
-                       "says it is the wrong one, set `python` for the host (no environment is created)")
     return plan
 
 
 def _hash(spec: HostSpec, p: _Plan) -> str:
-    parts = [spec.name, p.env_before, p.env, p.pip_conf, p.pip, str(p.tmux)]
+    parts = [spec.name, p.env_before, p.env, p.pip_conf, p.pip, str(p.tmux), p.condarc, p.conda_before, p.conda]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
@@ -146,7 +238,8 @@ async def apply_prepare(host: Host, spec: HostSpec, ledger: Ledger, token: str) 
         raise GateRefused("the token was already used: a plan executes once (replay refused)", host=spec.name)
     res = await host.run(scripts.command_words("box_prepare_apply", path_word(spec.durable_root, "durable root"),
                                                quote(p.env), quote(p.pip_conf), quote(p.pip),
-                                               quote("1" if p.tmux else "0")), timeout=35)
+                                               quote("1" if p.tmux else "0"), quote(p.condarc),
+                                               quote(p.conda)), timeout=35)
     res.check("applying the prepared changes")
     lines = [ln.partition("=") for ln in res.text.splitlines()]
     result = PrepareResult(host=spec.name, applied=[v for k, _, v in lines if k == "done"],
