@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
+import re
 import sys
 from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_server import __version__, statedir
 from mcp_server.errors import RgtError
@@ -56,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="HTTP bind address (default 127.0.0.1); another needs --allow-remote")
         sp.add_argument("--allow-remote", action="store_true",
                         help="allow binding HTTP to a non-loopback address (clients still need the token)")
+        sp.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="with --allow-remote: a name or address clients reach the server by, accepted in "
+                             "the Host and Origin headers besides the bind address and loopback (repeatable)")
 
     serve_args(p)
     serve_args(sub.add_parser("serve", help="serve over stdio or HTTP (the default command)",
@@ -166,25 +173,73 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return _demo(args.dir)
     if args.transport == "http":
-        return _serve_http(args.host, args.port, args.allow_remote)
+        return _serve_http(args.host, args.port, args.allow_remote, args.allowed_host)
     from mcp_server.server import serve_stdio
 
     asyncio.run(serve_stdio(build_server()))
     return 0
 
 
-def _serve_http(host: str, port: int, allow_remote: bool) -> int:
-    """Streamable HTTP: every request needs the bearer token; a non-loopback address only on request."""
-    import ipaddress
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
+
+def _header_name(name: str) -> str | None:
+    """How `name` appears in a Host header (an IPv6 address in brackets), or None when it is
+    neither an address nor a plain host name (a wildcard, a scheme, a port, a path)."""
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        return name.lower() if _NAME.fullmatch(name) else None
+    return f"[{addr}]" if addr.version == 6 else str(addr)
+
+
+def _transport_security(bind: str, names: list[str]) -> TransportSecuritySettings:
+    """The Host/Origin checks against DNS rebinding, set here for every bind (the SDK sets them
+    on its own only for 127.0.0.1, localhost and ::1): loopback names, the bind address unless
+    it is a wildcard, and the names the user gave; never any host."""
+    hosts = list(LOOPBACK_NAMES)
+    try:
+        wildcard = ipaddress.ip_address(bind).is_unspecified
+    except ValueError:
+        wildcard = False
+    for name in ([] if wildcard else [bind]) + names:
+        shown = _header_name(name)
+        if shown and shown not in hosts:
+            hosts.append(shown)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[h for host in hosts for h in (host, f"{host}:*")],
+        allowed_origins=[o for host in hosts for scheme in ("http", "https")
+                         for o in (f"{scheme}://{host}", f"{scheme}://{host}:*")])
+
+
+def _refusal(host: str, loopback: bool, allow_remote: bool, names: list[str]) -> str | None:
+    """Why this HTTP bind is refused, with what to do instead; None when it is allowed."""
+    if not loopback and not allow_remote:
+        return (f"refusing to serve HTTP on {host}: it is not a loopback address, and anyone who reaches it could "
+                "launch or tear down through your SSH keys. Pass --allow-remote to do it anyway (the bearer token "
+                "is still required), or use 127.0.0.1 with an SSH tunnel.")
+    if names and not allow_remote:
+        return ("--allowed-host needs --allow-remote: without it the server accepts only loopback Host and Origin "
+                "headers (127.0.0.1, localhost, [::1]). Drop --allowed-host, or add --allow-remote.")
+    bad = next((n for n in names if _header_name(n) is None), None)
+    if bad is not None:
+        return (f"--allowed-host {bad!r} is not a host name or address: give one name per flag, like gpu-box.lan "
+                "or 10.0.0.5 (no '*', scheme, port or path).")
+    return None
+
+
+def _serve_http(host: str, port: int, allow_remote: bool, names: list[str]) -> int:
+    """Streamable HTTP: every request needs the bearer token and a Host (and Origin, when sent)
+    this server answers to; a non-loopback address only on request."""
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = host == "localhost"
-    if not loopback and not allow_remote:
-        print(f"refusing to serve HTTP on {host}: it is not a loopback address, and anyone who reaches it could "
-              "launch or tear down through your SSH keys. Pass --allow-remote to do it anyway (the bearer token "
-              "is still required), or use 127.0.0.1 with an SSH tunnel.", file=sys.stderr)
+    refused = _refusal(host, loopback, allow_remote, names)
+    if refused:
+        print(refused, file=sys.stderr)
         return 2
     settings = Settings.from_env()
     try:
@@ -196,7 +251,8 @@ def _serve_http(host: str, port: int, allow_remote: bool) -> int:
         print(f"remote-gpu-trainer: HTTP clients must send 'Authorization: Bearer {token}' (saved, 0600, in "
               f"{settings.home / 'http-token'}; shown this once)", file=sys.stderr)
     url = f"http://{'127.0.0.1' if loopback else host}:{port}/mcp"
-    build_server(settings, http_token=token, http_url=url).run("streamable-http", host=host, port=port)
+    build_server(settings, http_token=token, http_url=url).run(
+        "streamable-http", host=host, port=port, transport_security=_transport_security(host, names))
     return 0
 
 

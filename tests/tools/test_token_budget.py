@@ -4,11 +4,14 @@ session sends, and results whose text is a short reading instead of a second cop
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 from mcp import Client
 
+from mcp_server.demo.runner import prepare, run_demo
 from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.conftest import structured
@@ -16,6 +19,23 @@ from tests.conftest import structured
 TOOLS_LIST_BUDGET = 25_000
 AUDIT_TEXT_BUDGET = 2_500
 AUDIT_STRUCTURED_BUDGET = 6_000
+
+# One result of each tool in the demo's lifecycle (text + structured bytes, as bench/bench_context.py
+# counts them), each about 15 % over what it measured on 2026-12-04; the tool list and the
+# audit have their own budgets above.
+RESULT_BUDGETS = {
+    # its log tail grows with the time the start took: 1,305 bytes in another run
+    "launch_detached": 1_670,  # measured 1,447 bytes on 2026-12-04
+    "wait_for_run": 960,  # measured 837 bytes on 2026-12-04
+    "tail_logs": 4_300,  # measured 3,715 bytes on 2026-12-04
+    "verify_artifacts": 4_900,  # measured 4,269 bytes on 2026-12-04
+    "run_probe": 2_150,  # measured 1,874 bytes on 2026-12-04
+    "reconcile_evidence": 2_700,  # measured 2,356 bytes on 2026-12-04
+    "plan_teardown": 2_000,  # measured 1,725 bytes on 2026-12-04
+}
+# Every result of the lifecycle: the demo's 3 launches, 3 waits, audit, push, plot, verify, probe,
+# reconcile, the teardown plan, and one tail_logs.
+LIFECYCLE_BUDGET = 34_000  # measured 29,536 bytes on 2026-12-04 (29,111 in another run)
 
 
 async def test_the_tool_list_fits_its_budget_and_every_tool_has_a_title(client) -> None:
@@ -101,3 +121,47 @@ async def test_rgt_result_text_json_gives_clients_that_show_only_text_the_whole_
     async with client.session() as c:
         res = await c.call_tool("search_references", {"query": "disk full inodes"})
     assert json.loads(res.content[0].text) == structured(res)
+
+
+def result_bytes(result: Any) -> int:
+    text = sum(len(getattr(c, "text", "") or "") + len(getattr(c, "uri", "") or "") for c in result.content)
+    return text + len(json.dumps(result.structured_content or {}, separators=(",", ":")))
+
+
+def a_poll_not_yet_done(tool: str, data: dict[str, Any]) -> bool:
+    """A wait or verify call that ran out of its time slice: how many come depends on the machine's load."""
+    return (tool == "wait_for_run" and not data.get("ended")) or (tool == "verify_artifacts" and not data.get("done"))
+
+
+class Counting:
+    """The demo's client, counting each result's bytes."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.sizes: list[tuple[str, int]] = []
+        self.run_ids: list[str] = []
+
+    async def call_tool(self, tool: str, args: dict[str, Any], **kw: Any) -> Any:
+        result = await self.client.call_tool(tool, args, **kw)
+        if tool == "launch_detached":
+            self.run_ids.append(result.structured_content["outcomes"][0]["launch"]["run_id"])
+        if not a_poll_not_yet_done(tool, result.structured_content or {}):
+            self.sizes.append((tool, result_bytes(result)))
+        return result
+
+
+async def test_each_result_of_the_demo_lifecycle_and_the_whole_lifecycle_fit_their_budgets(tmp_path: Path) -> None:
+    base = tmp_path / "demo"
+    async with Client(build_server(prepare(base)), read_timeout_seconds=120) as c:
+        counting = Counting(c)
+        assert await run_demo(base, lambda line: None, counting) == 0, "the demo failed"
+        # an agent reads a finished run's log once: the demo itself never needs to
+        await counting.call_tool("tail_logs", {"host": "demo", "run_id": counting.run_ids[0]})
+    largest: dict[str, int] = {}
+    for tool, size in counting.sizes:
+        largest[tool] = max(size, largest.get(tool, 0))
+    total = sum(size for _, size in counting.sizes)
+    assert set(RESULT_BUDGETS) <= set(largest), "every budgeted tool ran"
+    over = {t: (largest[t], budget) for t, budget in RESULT_BUDGETS.items() if largest[t] > budget}
+    assert not over, f"results over their byte budget (measured, budget): {over}"
+    assert total <= LIFECYCLE_BUDGET, f"the lifecycle's results are {total} bytes (budget {LIFECYCLE_BUDGET})"
