@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -23,6 +25,7 @@ from mcp_server import __version__
 from mcp_server.app import App
 from mcp_server.settings import Settings
 from mcp_server.tools import register_all
+from mcp_server.tools._common import lone_surrogate_at
 from mcp_server.tools.run_resources import watch_subscriptions
 
 log = logging.getLogger(__name__)
@@ -93,23 +96,59 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
     return server
 
 
-def malformed_reply(exc: Exception) -> SessionMessage:
+def _error(request_id: str | int | None, code: int, message: str, error_code: str | None = None) -> SessionMessage:
+    error = (types.ErrorData(code=code, message=message, data={"code": error_code}) if error_code
+             else types.ErrorData(code=code, message=message))
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def _id_of(raw: object) -> str | int | None:
+    got = raw.get("id") if isinstance(raw, dict) else None
+    return got if isinstance(got, (str, int)) and not isinstance(got, bool) else None
+
+
+def _with_lone_surrogate(line: object) -> tuple[dict[str, Any], str] | None:
+    """The message and the field that the SDK's parser called not JSON because a string escapes
+    a lone surrogate (`"\\udcff"`: valid JSON syntax, not valid text); None for any other line."""
+    try:
+        message = json.loads(line) if isinstance(line, str) else None
+    except (ValueError, RecursionError):
+        return None
+    where = lone_surrogate_at(message) if isinstance(message, dict) else None
+    return (message, where) if isinstance(message, dict) and where is not None else None
+
+
+def _not_unicode_reply(message: dict[str, Any], where: str) -> SessionMessage | None:
+    """A coded error for the request's own id, naming the field, so its caller is not left
+    waiting; none for a notification (JSON-RPC answers none)."""
+    log.warning("message on stdin with text that is not valid Unicode at %s; refused", where)
+    if "id" not in message and "method" in message:
+        return None
+    code = types.INVALID_PARAMS if where.startswith("params") else types.INVALID_REQUEST
+    return _error(_id_of(message), code, f"[BAD_INPUT] {where} is not valid Unicode text (a lone surrogate "
+                  "escape such as \\udcff); the request was not run. Next: send it again as valid UTF-8 text",
+                  "BAD_INPUT")
+
+
+def malformed_reply(exc: Exception) -> SessionMessage | None:
     """The JSON-RPC error a line that is not a message gets (the SDK's stdio transport drops it
     silently, so a client waits forever): -32700 when it is not JSON, else -32600 with its id
-    when it has a usable one."""
+    when it has a usable one. A string that is not valid Unicode gets a coded error with the
+    request's id; a notification gets none."""
     code, what = types.INVALID_REQUEST, "not a JSON-RPC 2.0 message"
     request_id: str | int | None = None
     if isinstance(exc, ValidationError):
         errors = exc.errors(include_url=False)
-        if any(e.get("type") == "json_invalid" for e in errors):
+        invalid = next((e for e in errors if e.get("type") == "json_invalid"), None)
+        if invalid is not None:
+            found = _with_lone_surrogate(invalid.get("input"))
+            if found is not None:
+                return _not_unicode_reply(*found)
             code, what = types.PARSE_ERROR, "not valid JSON"
         else:
-            raw = next((e.get("input") for e in errors if isinstance(e.get("input"), dict)), None)
-            got = raw.get("id") if isinstance(raw, dict) else None
-            request_id = got if isinstance(got, (str, int)) and not isinstance(got, bool) else None
+            request_id = _id_of(next((e.get("input") for e in errors if isinstance(e.get("input"), dict)), None))
     log.warning("malformed message on stdin: %s", what)
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                                             error=types.ErrorData(code=code, message=f"{what}; ignored")))
+    return _error(request_id, code, f"{what}; ignored")
 
 
 async def serve_stdio(server: MCPServer[App]) -> None:
@@ -125,7 +164,9 @@ async def serve_stdio(server: MCPServer[App]) -> None:
             async with to_server:
                 async for item in read_stream:
                     if isinstance(item, Exception):
-                        await write_stream.send(malformed_reply(item))
+                        reply = malformed_reply(item)
+                        if reply is not None:
+                            await write_stream.send(reply)
                     else:
                         await to_server.send(item)
 

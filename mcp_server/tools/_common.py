@@ -9,6 +9,7 @@ import errno
 import logging
 import re
 import sqlite3
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 4000
 # A path argument that cannot name a file here: the caller's input, not a failure of this machine.
 _PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EINVAL}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a key shown in a field path; any other is not echoed
 
 T = TypeVar("T")
 
@@ -61,6 +64,41 @@ def coded_message(exc: RgtError, redactor: Redactor) -> str:
     return f"[{exc.code}] {text}"
 
 
+def lone_surrogate_at(value: object, path: str = "") -> str | None:
+    """Where in `value` (a JSON-like tree) a string holds a lone surrogate, as a field path
+    (`env.KEY`, `paths[2]`, `a key in env`), or None. Never the string itself: it is the caller's."""
+    todo: deque[tuple[str, object]] = deque([(path, value)])
+    while todo:  # a loop, not recursion: the tree may be as deep as the JSON parser allowed
+        where, item = todo.popleft()
+        if isinstance(item, str) and _LONE_SURROGATE.search(item):
+            return where or "the value"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                    return f"a key in {where or 'the object'}"
+                shown = key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else "<key>"
+                todo.append((f"{where}.{shown}" if where else shown, child))
+        elif isinstance(item, (list, tuple)):
+            todo.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+def not_unicode_error(exc: UnicodeEncodeError) -> InputError:
+    """The error for text that cannot be encoded, naming the tool argument that holds it when
+    the adapter's own parameters show which (the frame right under tool_errors' is the adapter)."""
+    where = None
+    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    if frames is not None:
+        code, names = frames.tb_frame.f_code, frames.tb_frame.f_locals
+        params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        where = next((found for name in params if name in names
+                      and (found := lone_surrogate_at(names[name], name))), None)
+    what = f"argument {where}" if where else "a string argument"
+    return InputError(f"{what} is not valid Unicode text (it holds a lone surrogate, such as a \\udcff "
+                      "escape or bytes that are not UTF-8)",
+                      next_step="send that argument again as valid UTF-8 text")
+
+
 @contextlib.contextmanager
 def tool_errors(app: App) -> Iterator[None]:
     """Our errors -> ToolError (the model reads the message, led by the error's code). Bugs stay bugs.
@@ -71,6 +109,8 @@ def tool_errors(app: App) -> Iterator[None]:
         yield
     except RgtError as exc:
         raise ToolError(coded_message(exc, app.redactor)) from exc
+    except UnicodeEncodeError as exc:
+        raise ToolError(coded_message(not_unicode_error(exc), app.redactor)) from exc
     except (ValidationError, re.error, UnicodeError) as exc:
         raise ToolError(coded_message(InputError(f"the input was not usable: {type(exc).__name__}: "
                                                  f"{cut_value(exc)}"), app.redactor)) from exc

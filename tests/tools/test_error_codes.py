@@ -91,3 +91,16 @@ async def test_arguments_the_sdk_refuses_are_coded_bad_input_naming_the_field_no
     text = error_text(wrong)
     assert code_of(wrong) == "BAD_INPUT" and "max_bytes:" in text and "offset:" in text
     assert canary not in text, "the refused value is not echoed"
+
+
+@pytest.mark.parametrize(("tool", "args", "field"), [
+    ("teardown", {"action": "none", "token": "tok-canary-\udcff"}, "token"),
+    ("launch_detached", {"host": "local", "command": "true", "env": {"HF_HOME": "/h/canary-\ud800"}}, "env.HF_HOME"),
+])
+async def test_text_that_is_not_unicode_is_bad_input_naming_the_argument_not_the_value(
+        client: Any, tool: str, args: dict[str, Any], field: str) -> None:
+    result = await client.call_tool(tool, args)
+    text = error_text(result)
+    assert code_of(result) == "BAD_INPUT"
+    assert f"argument {field} is not valid Unicode text" in text and "valid UTF-8 text" in text, text
+    assert "canary" not in text and "surrogates not allowed" not in text, "the value is not echoed"

@@ -58,3 +58,34 @@ def test_security_malformed_json_rpc_gets_an_error_reply_and_the_server_keeps_se
         for stream in (wire.proc.stdin, wire.proc.stdout):
             if stream is not None:
                 stream.close()
+
+
+def test_security_a_request_with_text_that_is_not_unicode_gets_a_coded_error_with_its_own_id(env) -> None:  # type: ignore[no-untyped-def]
+    """A lone surrogate escape is valid JSON syntax but not text: the SDK's parser refuses the
+    line, and the reply must still carry the request's id, or its caller waits for ever."""
+    wire = Wire()
+    try:
+        wire.send(json.dumps(INIT).encode())
+        assert wire.reply()["id"] == 1
+        wire.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        call = {"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
+                "params": {"name": "search_references", "arguments": {"query": "secret-\udcff-tail"}}}
+        wire.send(json.dumps(call).encode())  # json.dumps writes the lone surrogate as a \udcff escape
+        bad = wire.reply()
+        assert bad["id"] == "call-7", bad
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"] == {"code": "BAD_INPUT"}
+        message = bad["error"]["message"]
+        assert message.startswith("[BAD_INPUT] params.arguments.query is not valid Unicode text"), message
+        assert "UTF-8" in message and "secret-" not in message, "names the field, never echoes the value"
+        wire.send(b'{"jsonrpc":"2.0","id":12,"method":"ping","params":{"\\ud800":1}}')
+        assert wire.reply()["error"]["message"].startswith("[BAD_INPUT] a key in params is not valid Unicode")
+        wire.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\udcff"}}')
+        wire.send(b'{"jsonrpc":"2.0","id":13,"method":"tools/list"}')
+        served = wire.reply()
+        assert served["id"] == 13 and "result" in served, "a notification gets no reply; the server serves on"
+    finally:
+        wire.proc.kill()
+        wire.proc.wait()
+        for stream in (wire.proc.stdin, wire.proc.stdout):
+            if stream is not None:
+                stream.close()
