@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from mcp.server import MCPServer
@@ -46,6 +47,16 @@ def _link(uri: str) -> dict[str, Any]:
     return {"type": "resource_link", "uri": uri, "name": uri.split("://", 1)[1]}
 
 
+def local_files(data: dict[str, Any]) -> list[str]:
+    """The local files a finished verification names, as file:// URIs: its record
+    (PULL_VERIFIED.json) and the folder of pulled copies, so a client can open what was just
+    verified. The folder, not each file: a link per file would cost more than the rest of the result."""
+    if not data.get("done") or not isinstance(data.get("verified_path"), str):
+        return []
+    paths = [data["verified_path"], data.get("dest")]
+    return [Path(p).as_uri() for p in paths if isinstance(p, str) and os.path.isabs(p)]
+
+
 def lean_result(result: dict[str, Any], tool: str = "") -> dict[str, Any]:
     """A tools/call result (wire form) whose text is the summary of its structured content instead
     of a JSON copy, with a link per resource it names. A tool that wrote its own text (plots,
@@ -57,7 +68,7 @@ def lean_result(result: dict[str, Any], tool: str = "") -> dict[str, Any]:
     first = content[0] if content else None
     if isinstance(first, dict) and first.get("type") == "text" and str(first.get("text", "")).lstrip().startswith("{"):
         content[0] = {**first, "text": summarize(data, SUMMARY_DROP.get(tool, frozenset()))}
-    content.extend(_link(u) for u in uris(data)[:MAX_LINKS])
+    content.extend(_link(u) for u in uris(data)[:MAX_LINKS] + local_files(data))
     return {**result, "content": content}
 
 

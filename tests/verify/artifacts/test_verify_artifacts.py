@@ -225,3 +225,18 @@ async def test_security_a_rewritten_run_json_cannot_send_the_pull_elsewhere(resu
     run_json.write_text(json.dumps(record))
     r = await until_done(client, run_id=launched["run_id"])
     assert r["root"] == str(results) and r["passed"] and r["files_total"] == 1, "the ledger's record wins"
+
+
+async def test_a_finished_verification_links_its_record_and_the_pulled_files(results, client) -> None:
+    done = None
+    for _ in range(60):
+        done = await client.call_tool("verify_artifacts", {"host": "gpu1", "root": str(results),
+                                                           "roster": ["seed1/*", "train.csv"]})
+        if structured(done)["done"]:
+            break
+    assert done is not None
+    r = structured(done)
+    links = [str(c.uri) for c in done.content if c.type == "resource_link"]
+    assert Path(r["verified_path"]).as_uri() in links, "the client can open PULL_VERIFIED.json"
+    assert Path(r["dest"]).as_uri() in links, "and the folder of pulled copies"
+    assert (Path(r["dest"]) / "train.csv").is_file()
