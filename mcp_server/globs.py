@@ -3,19 +3,29 @@
 `*` and `?` stay inside one directory, `**` spans directories (`**/` also matches no directory),
 `[..]` is a character class (`[!..]` negated). A pattern comes from a caller or a file on a box,
 so matching must not blow up: consecutive `**` collapse into one, and a pattern with more
-wildcards than a backtracking regex handles safely is matched by a set-of-states automaton, in
-time linear in the path's length times the pattern's."""
+wildcards than a backtracking regex handles safely is matched by an automaton whose state set is
+a bit mask, stepped once per character and cached per (state, character): linear in the path's
+length, a dict lookup per character once warm. Long matching loops take a `MatchBudget`, and
+`off_loop` runs them in a worker thread so they never hold the event loop."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mcp_server.errors import InputError
 
 MAX_PATTERN = 1024
 MAX_WILDCARDS = 64
+MAX_DFA_STEPS = 200_000
 _DSTAR_SLASH = re.compile(r"(?:\*\*/)+")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,18 @@ def _tokens(pattern: str) -> list[_Tok]:
     return out
 
 
+def _merged(toks: list[_Tok]) -> list[_Tok]:
+    """Runs of `*` and `**` as one token: `[^/]*.*` is `.*` and `[^/]*[^/]*` is `[^/]*`, so a
+    run of stars neither changes the answer nor adds states to step through."""
+    out: list[_Tok] = []
+    for t in toks:
+        if out and t.kind in ("star", "dstar") and out[-1].kind in ("star", "dstar"):
+            out[-1] = _Tok("dstar" if "dstar" in (t.kind, out[-1].kind) else "star")
+        else:
+            out.append(t)
+    return out
+
+
 def _regex(toks: list[_Tok]) -> str:
     parts = {"one": "[^/]", "star": "[^/]*", "dstar": ".*", "dslash": "(?:.*/)?"}
     out = []
@@ -71,7 +93,7 @@ class Glob:
         if len(pattern) > MAX_PATTERN:
             raise InputError("glob too long", observed=f"{len(pattern)} characters", expected=f"<= {MAX_PATTERN}")
         self.pattern = pattern
-        toks = _tokens(_DSTAR_SLASH.sub("**/", pattern))
+        toks = _merged(_tokens(_DSTAR_SLASH.sub("**/", pattern)))
         wild = [t for t in toks if t.kind not in ("lit", "class", "one")]
         if len(wild) > MAX_WILDCARDS:
             raise InputError("glob has too many wildcards", observed=pattern[:200],
@@ -83,57 +105,109 @@ class Glob:
         spans = sum(t.kind in ("dstar", "dslash") for t in toks)
         per_dir = max((seg.count("*") for seg in pattern.replace("**", "").split("/")), default=0)
         self._rx = re.compile(_regex(toks)) if spans <= 1 and per_dir <= 2 else None
+        self._masks(toks)
+        self._dfa: dict[int, dict[str, int]] = {}
+        self._cached = 0
+
+    def _masks(self, toks: list[_Tok]) -> None:
+        """The automaton as bit masks. Bit i: "before token i" (bit len(toks): matched). Bit
+        off+i: "inside the directories the `**/` at i spans", which only a "/" leaves."""
+        def bits(*kinds: str) -> int:
+            return sum(1 << i for i, t in enumerate(toks) if t.kind in kinds)
+        self._off = len(toks) + 1
+        self._accept = 1 << len(toks)
+        self._star, self._dslash = bits("star"), bits("dslash")
+        self._eps = bits("star", "dstar", "dslash")  # each may match nothing
+        self._any = bits("dstar") | (self._dslash << self._off)  # loops on every character
+        self._reads_of: dict[str, int] = {}
+        self._start = self._closure(1)
 
     def match(self, path: str) -> bool:
         if self._rx is not None:
             return self._rx.match(path) is not None
-        states = self._closure({0})
+        # A lazily built DFA: each (state set, character) step is computed once per glob, so
+        # the cost per character is a dict lookup, whatever the pattern.
+        s, dfa = self._start, self._dfa
         for ch in path:
-            states = self._closure(self._step(states, ch))
-            if not states:
+            row = dfa.get(s)
+            if row is None:
+                row = dfa[s] = {}
+            nxt = row.get(ch)
+            if nxt is None:
+                nxt = row[ch] = self._step(s, ch)
+                self._cached += 1
+                if self._cached > MAX_DFA_STEPS:  # a path crafted to visit new states: memory stays bounded
+                    self._dfa, self._cached = {}, 0
+            if not nxt:
                 return False
-        return len(self._toks) in states
+            s = nxt
+        return bool(s & self._accept)
 
-    def _closure(self, states: set[int]) -> set[int]:
-        """Add the states reachable without reading a character (a wildcard matching nothing).
-        A state -(i+1) is "inside the directories token i spans": only a "/" leaves it."""
-        todo, seen = list(states), set(states)
-        while todo:
-            i = todo.pop()
-            if 0 <= i < len(self._toks) and self._toks[i].kind in ("star", "dstar", "dslash") and i + 1 not in seen:
-                seen.add(i + 1)
-                todo.append(i + 1)
-        return seen
+    def _closure(self, s: int) -> int:
+        """Add the states reachable without reading a character (a wildcard matching nothing)."""
+        while True:
+            n = s | ((s & self._eps) << 1)
+            if n == s:
+                return s
+            s = n
 
-    def _step(self, states: set[int], ch: str) -> set[int]:
-        nxt: set[int] = set()
-        for i in states:
-            if i < 0 or (i < len(self._toks) and self._toks[i].kind == "dslash"):
-                inside = i if i < 0 else -(i + 1)
-                nxt.add(inside)
-                if ch == "/":
-                    nxt.add(-inside)  # the token after the spanned directories
-                continue
-            if i >= len(self._toks):
-                continue
-            kind = self._toks[i].kind
-            if kind in ("star", "dstar"):
-                if kind == "dstar" or ch != "/":
-                    nxt.add(i)
-            elif self._reads(i, ch):
-                nxt.add(i + 1)
-        return nxt
+    def _step(self, s: int, ch: str) -> int:
+        ds = s & self._dslash
+        n = ((s & self._reads(ch)) << 1) | (s & self._any) | (ds << self._off)
+        if ch == "/":
+            n |= (ds << 1) | (((s >> self._off) & self._dslash) << 1)
+        else:
+            n |= s & self._star
+        return self._closure(n)
 
-    def _reads(self, i: int, ch: str) -> bool:
-        """Whether single-character token i (a literal, `?` or a class) accepts `ch`."""
-        t = self._toks[i]
-        if t.kind == "lit":
-            return t.text == ch
-        if t.kind == "one":
-            return ch != "/"
-        return self._classes[i].fullmatch(ch) is not None
+    def _reads(self, ch: str) -> int:
+        """The single-character tokens (a literal, `?` or a class) that accept `ch`, as bits."""
+        got = self._reads_of.get(ch)
+        if got is None:
+            got = 0
+            for i, t in enumerate(self._toks):
+                if ((t.kind == "lit" and t.text == ch) or (t.kind == "one" and ch != "/")
+                        or (t.kind == "class" and self._classes[i].fullmatch(ch) is not None)):
+                    got |= 1 << i
+            if len(self._reads_of) > MAX_DFA_STEPS:  # paths of many distinct characters: bounded memory
+                self._reads_of = {}
+            self._reads_of[ch] = got
+        return got
 
 
+@functools.lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> Glob:
-    """The compiled glob (the name predates the automaton; callers use `.match`)."""
+    """The compiled glob, compiled once per pattern (callers match it against many paths; the
+    name predates the automaton)."""
     return Glob(pattern)
+
+
+@dataclass
+class MatchBudget:
+    """When a matching loop must stop: past `deadline` (time.monotonic) or once `stop` is set
+    because the call awaiting it was cancelled. `budget_s` is what the caller asked for."""
+
+    deadline: float
+    budget_s: float
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def check(self, pattern: str, done: int, total: int) -> None:
+        """Called between paths: raises once the call's time is up, naming the pattern."""
+        if self.stop.is_set():
+            raise InputError(f"matching the glob {pattern[:200]!r} stopped: the call was cancelled")
+        if time.monotonic() > self.deadline:
+            raise InputError(
+                f"matching the glob {pattern[:200]!r} did not finish within the call's budget of "
+                f"{self.budget_s:g} s", observed=f"{done} of {total} paths matched",
+                expected="a glob that matches the listing within budget_s",
+                next_step="narrow the glob (fewer * and **, a fixed directory or suffix), or call again "
+                          "with a larger budget_s")
+
+
+async def off_loop(fn: Callable[[MatchBudget], T], budget: MatchBudget) -> T:
+    """`fn(budget)` in a worker thread, so a long match never holds the event loop; cancelling
+    the awaiting call stops the worker at its next `budget.check`."""
+    try:
+        return await asyncio.to_thread(fn, budget)
+    finally:
+        budget.stop.set()

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcp_server.errors import InputError
-from mcp_server.globs import glob_regex
+from mcp_server.globs import MatchBudget, glob_regex
 from mcp_server.verify.artifacts.checks import FileVerdict
 from mcp_server.verify.artifacts.roster import OWN_FILES, RemoteEntry, RosterFinding, check_pattern, is_glob
 
@@ -74,11 +74,14 @@ def _fixed_prefix(glob: str) -> str:
     return "/".join(fixed) + "/" if fixed else ""
 
 
-def find_cells(spec: CellSpec, entries: list[RemoteEntry]) -> list[Cell]:
-    """Every directory matching the cell glob that holds anything, with the required files it lacks."""
+def find_cells(spec: CellSpec, entries: list[RemoteEntry], budget: MatchBudget | None = None) -> list[Cell]:
+    """Every directory matching the cell glob that holds anything, with the required files it
+    lacks; with a `budget`, stops (a coded error naming the glob) once the call's time is up."""
     rx, prefix = glob_regex(spec.glob), _fixed_prefix(spec.glob)
     held: dict[str, list[str]] = {}
-    for e in entries:
+    for n, e in enumerate(entries):
+        if budget is not None:
+            budget.check(spec.glob, n, len(entries))
         if OWN_FILES.search(e.path):
             continue
         parents = [str(p) for p in PurePosixPath(e.path).parents if str(p) != "."]

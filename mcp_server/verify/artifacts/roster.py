@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import InputError
-from mcp_server.globs import glob_regex
+from mcp_server.globs import MatchBudget, glob_regex
 
 # Our own bookkeeping next to the data; never part of a roster match or an "extra".
 OWN_FILES = re.compile(r"^(?:PULL_MANIFEST(?:\.\d+)?\.json|PULL_VERIFIED\.json|ACCEPTED\.json)$|(?:^|/)\.rgt-")
@@ -55,16 +55,16 @@ class Resolution:
     findings: list[RosterFinding] = field(default_factory=list)
 
 
-def resolve(roster: list[str], entries: list[RemoteEntry]) -> Resolution:
-    """Match the roster against the box's listing: files to manifest plus findings."""
+def resolve(roster: list[str], entries: list[RemoteEntry], budget: MatchBudget | None = None) -> Resolution:
+    """Match the roster against the box's listing: files to manifest plus findings. With a
+    `budget`, stops (a coded error naming the glob) once the call's time is up."""
     for p in roster:
         check_pattern(p)
     res = Resolution()
     candidates = [e for e in entries if not OWN_FILES.search(e.path)]
     chosen: dict[str, RemoteEntry] = {}
     for p in roster:
-        rx = glob_regex(p)
-        hits = [e for e in candidates if rx.match(e.path)]
+        hits = _hits(p, candidates, budget)
         if not hits:
             what = "glob matched no file" if is_glob(p) else "expected file is missing on the box"
             res.findings.append(RosterFinding(path=p, kind="missing", message=what))
@@ -88,6 +88,16 @@ def resolve(roster: list[str], entries: list[RemoteEntry]) -> Resolution:
                                         message="on the box under the root but not in the roster (not pulled)"))
     res.files.sort(key=lambda e: e.path)
     return res
+
+
+def _hits(pattern: str, candidates: list[RemoteEntry], budget: MatchBudget | None) -> list[RemoteEntry]:
+    rx, hits = glob_regex(pattern), []
+    for n, e in enumerate(candidates):
+        if budget is not None:
+            budget.check(pattern, n, len(candidates))
+        if rx.match(e.path):
+            hits.append(e)
+    return hits
 
 
 def _escapes(path: str, target: str) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mcp_server.errors import InputError
+from mcp_server.globs import MatchBudget, off_loop
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
@@ -124,15 +125,18 @@ async def _listing(host: Host, spec: HostSpec, req: VerifyRequest, state: PullSt
     (facts, entries), state.producer, state.verifier, tampered = await asyncio.gather(
         list_root(host, req.root, spec.result_roots), read_identity(host), this_machine(),
         asyncio.to_thread(local_changes, dest, state.files))
-    res = resolve(state.roster, entries)
+    # Off the event loop and under the call's deadline: a costly roster never stalls other calls.
+    res, cells = await off_loop(
+        lambda b: (resolve(state.roster, entries, b), find_cells(req.cells, entries, b) if req.cells else None),
+        MatchBudget(deadline, req.budget_s))
     state.listing = Listing(
         abs_root=facts.abs_root, listed_at=facts.now, hasher=facts.hasher,
         widened_by=spec.widening(spec.result_roots, facts.under),
         newest_mtime=max((e.mtime for e in entries if not OWN_FILES.search(e.path)), default=0.0),
         files={e.path: ListedFile(size=e.size, mtime=e.mtime) for e in res.files})
     state.findings = tampered + res.findings
-    if req.cells is not None:
-        state.cells = find_cells(req.cells, entries)
+    if cells is not None:
+        state.cells = cells
     if not res.files:
         state.phase = "finalize"
         return 0
