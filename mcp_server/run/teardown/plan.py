@@ -4,6 +4,7 @@ plan is ready. G2/G3 apply when the action loses data; `allow_unverified` waives
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -85,7 +86,9 @@ async def _gates(host: Host, spec: HostSpec, act: MeterAction, ledger: Ledger, r
     """Every gate (waivers applied), the verifications G2 relied on, and the park to offer."""
     destroys_data = act.irreversible or bool(act.loses)
     verifs = await _verifications(host, spec, ledger) if destroys_data else Verifications()
-    gate2, used = g2(runs, verifs, destroys_data, host=spec.name)
+    # G2 matches each run's roster globs against its verified files: off the event loop, as
+    # verify_artifacts does, so a costly roster never stalls other calls.
+    gate2, used = await asyncio.to_thread(g2, runs, verifs, destroys_data, host=spec.name)
     gate3 = await g3(host, used, destroys_data)
     gate4, offer = g4(spec, act)
     gates = [g1(runs), gate2, gate3, gate4]
