@@ -33,7 +33,16 @@ gpu_holders() {
   else echo 'no fuser or lsof'; return 3; fi
   pids=$(printf '%s\n' "$pids" | one_line)
   printf 'pids=%s\n' "$pids"
-  [ -n "$pids" ] && ps -o pid=,etimes=,stat=,comm= -p "$(printf '%s' "$pids" | tr ' ' ',')" 2>/dev/null
+  [ -n "$pids" ] || return 0
+  ps -o pid=,etimes=,stat=,comm= -p "$(printf '%s' "$pids" | tr ' ' ',')" 2>/dev/null
+  # Each holder's chain of parents as pid:ppid pairs up to pid 1: a child of a listed compute
+  # process (a dataloader worker) is in use, not a zombie. One ps, walked by awk.
+  ps -e -o pid=,ppid= 2>/dev/null | awk -v want="$pids" 'BEGIN { n = split(want, w, " ") }
+    { parent[$1] = $2 }
+    END { for (i = 1; i <= n; i++) { p = w[i]; d = 0
+            while (p > 1 && (p in parent) && !(p in seen) && d < 64) {
+              seen[p] = 1; out = out sep p ":" parent[p]; sep = " "; p = parent[p]; d++ } }
+          print "ppid=" out }'
   return 0
 }
 kmsg() {
@@ -154,6 +163,33 @@ except Exception as exc:
 sys.stdout.write(json.dumps(out) + "\n")
 '
 
+# interp ROLE PATH: an interpreter, whether it can import torch (found, not imported: fast) and
+# which of python/python3 its directory holds.
+interp() {
+  if [ -z "$2" ] || [ ! -x "$2" ]; then printf '%s=-\n' "$1"; return 0; fi
+  t=$(T 20 "$2" -c 'import importlib.util as u; print(int(u.find_spec("torch") is not None))' 2>/dev/null)
+  d=${2%/*} n=""
+  for b in python python3; do [ -x "$d/$b" ] && n="$n $b"; done
+  printf '%s=%s|%s|%s\n' "$1" "$2" "${t:-0}" "${n# }"
+}
+# For A18, the facts prepare_box decides the right interpreter from: the named one, what a launch's
+# (non-login) python/python3 reach, the login shell's, and the PATH line of the box env file.
+interps() {
+  printf 'asked=%s\n' "$1"
+  interp named "$1"
+  interp launch_python "$(command -v python)"
+  interp launch_python3 "$(command -v python3)"
+  login=""
+  if have bash; then
+    # shellcheck disable=SC2016  # expanded by the login shell, not this one
+    login=$(T 10 bash -lc 'printf "\nrgt_login=%s\n" "$(command -v python || command -v python3)"' </dev/null 2>/dev/null \
+      | sed -n 's/^rgt_login=//p' | tail -n 1)
+  fi
+  interp login "$login"
+  grep -E '^export PATH=' "$durable_root/.rgt/box.env" 2>/dev/null | tail -n 1 | sed 's/^/box_env_path=/'
+  return 0
+}
+
 # The cluster as a login node sees it: partitions (GPU GRES, node states), your pending jobs
 # with Slurm's reasons, your associations' limits (only where an accounting database answers).
 cluster() {
@@ -202,6 +238,7 @@ S probe write_probe "$durable_root"
 S exportdev devs_of "$durable_root/export/.partial" "$durable_root/export"
 S cgroup cg
 S env envs
+S interp interps "$python_bin"
 [ -n "$python_bin" ] || python_bin=$(command -v python3 || command -v python || echo python3)
 S python T 25 "$python_bin" -c "$py_probe"
 S conda sh -c 'command -v conda >/dev/null 2>&1 || exit 0; timeout 10 conda env list'

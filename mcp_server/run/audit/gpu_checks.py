@@ -208,6 +208,7 @@ def a7b_ecc(f: Facts) -> Check:
 
 CANDIDATE = "candidate"
 PARENTS_UNREAD = "a candidate unless it is a child of a listed compute process (a dataloader worker)"
+CHILD = "a child of a listed compute process (a dataloader worker): in use"
 
 
 def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, age_s: int | None,
@@ -215,12 +216,12 @@ def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, ag
                    ours: bool = False) -> str:
     """Whether a process holding a /dev/nvidia* node is a zombie: CANDIDATE, or why it is left
     alone. One rule for A8 (which reports) and reap_vram (which stops what it calls a candidate).
-    `ancestors` None: its parent chain was not read (A8), so a child of a listed process cannot be
+    `ancestors` None: its parent chain could not be read, so a child of a listed process cannot be
     told from a zombie while any compute process is listed (PARENTS_UNREAD)."""
     if pid in listed:
         return "a compute process nvidia-smi lists: in use"
     if ancestors and ancestors & listed:
-        return "a child of a listed compute process (a dataloader worker): in use"
+        return CHILD
     if pid in own:
         return "this check itself"
     if ours:
@@ -232,13 +233,47 @@ def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, ag
     return PARENTS_UNREAD if ancestors is None and listed else CANDIDATE
 
 
-def _a8_findings(f: Facts) -> list[str]:
+def ancestors_of(pid: int, parents: dict[int, int] | None) -> set[int] | None:
+    """pid's ancestors from the probe's pid:ppid pairs; None when they were not read (a probe from
+    before they were) or the chain is cut short (a process in it ended meanwhile)."""
+    if parents is None or pid not in parents:
+        return None
+    found: set[int] = set()
+    p = parents[pid]
+    while p > 1 and p not in found:
+        found.add(p)
+        if p not in parents:
+            return None
+        p = parents[p]
+    return found
+
+
+def _parents(f: Facts) -> dict[int, int] | None:
+    raw = f.kv("holders").get("ppid")
+    if raw is None:
+        return None
+    pairs = (w.partition(":") for w in raw.split())
+    return {int(a): int(b) for a, _, b in pairs if a.isdigit() and b.isdigit()}
+
+
+def a8_holders(f: Facts, min_age_s: int = ZOMBIE_MIN_AGE_S) -> list[tuple[int, str, set[int] | None, str]]:
+    """Each holder the probe saw: (pid, 'stat comm, N s old', its ancestors, holder_verdict)."""
     listed = {a.pid for a in f.apps if a.pid is not None}
     hidden = any(a.pid is None for a in f.apps)
     ages = parse_ps("\n".join(line for line in f.text("holders").splitlines() if "=" not in line))
-    held = [p for p in parse_pids(f.kv("holders").get("pids", "")) if p in ages]
-    verdicts = {p: holder_verdict(p, listed, ancestors=None, age_s=ages[p][0], hidden=hidden) for p in held}
-    named = {v: [f"pid {p} ({ages[p][1]}, {ages[p][0]} s old)" for p in held if verdicts[p] == v]
+    parents = _parents(f)
+    out = []
+    for p in parse_pids(f.kv("holders").get("pids", "")):
+        if p in ages:
+            anc = ancestors_of(p, parents)
+            verdict = holder_verdict(p, listed, ancestors=anc, age_s=ages[p][0], min_age_s=min_age_s, hidden=hidden)
+            out.append((p, f"{ages[p][1]}, {ages[p][0]} s old", anc, verdict))
+    return out
+
+
+def _a8_findings(f: Facts, held: list[tuple[int, str, set[int] | None, str]]) -> list[str]:
+    listed = {a.pid for a in f.apps if a.pid is not None}
+    named = {v: [f"pid {p} ({what})" for p, what, _, verdict in held if verdict == v]
              for v in (CANDIDATE, PARENTS_UNREAD)}
     out = []
     if named[CANDIDATE]:
@@ -246,9 +281,9 @@ def _a8_findings(f: Facts) -> list[str]:
                    "reap_vram stops such holders: call it for a plan (read-only), then confirm with its token; "
                    "killing needs the user's explicit OK")
     if named[PARENTS_UNREAD]:
-        out.append(f"{', '.join(named[PARENTS_UNREAD])}: not listed by nvidia-smi, but may be dataloader workers of "
-                   f"listed pid(s) {sorted(listed)[:8]}. reap_vram's plan reads each holder's parents and offers "
-                   "only true zombies; killing needs the user's explicit OK")
+        out.append(f"{', '.join(named[PARENTS_UNREAD])}: not listed by nvidia-smi, and its parents could not be "
+                   f"read, so it may be a dataloader worker of listed pid(s) {sorted(listed)[:8]}. reap_vram's plan "
+                   "reads each holder's parents and offers only true zombies; killing needs the user's explicit OK")
     unexplained = [f"GPU {g.index}: {g.memory_used_mib} MiB used, no process listed" for g in f.gpus
                    if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in {a.gpu_uuid for a in f.apps}]
     if unexplained:
@@ -258,23 +293,32 @@ def _a8_findings(f: Facts) -> list[str]:
     return out
 
 
+def _workers(f: Facts, held: list[tuple[int, str, set[int] | None, str]]) -> list[str]:
+    """The holders whose parent chain proves them children of a listed compute process."""
+    listed = {a.pid for a in f.apps if a.pid is not None}
+    kids = [f"pid {p} ({what}) is a child of listed compute process {min(anc & listed)}"
+            for p, what, anc, verdict in held if verdict == CHILD and anc]
+    return ["; ".join(kids[:8]) + ": dataloader workers, in use; never offered for reaping"] if kids else []
+
+
 def a8_zombies(f: Facts) -> Check:
     title = "zombie VRAM holders"
     missing = _no_smi(f, "A8", title)
     if missing:
         return missing
-    findings = _a8_findings(f)
+    held = a8_holders(f)
+    findings, workers = _a8_findings(f, held), _workers(f, held)
     if findings:
-        return check("A8", title, "WARN", ". ".join(findings))
+        return check("A8", title, "WARN", ". ".join(findings + workers))
     if any(a.pid is None for a in f.apps):
         return check("A8", title, "WARN",
                      "process ids are not visible from this container ([Not Supported]); cannot attribute VRAM")
     holders = f.kv("holders")
     pids = parse_pids(holders.get("pids", ""))
     scope = ("no /dev/nvidia* nodes visible" if not holders.get("devices")
-             else f"{len(pids)} holder pid(s), all listed by nvidia-smi or under {ZOMBIE_MIN_AGE_S} s "
-                  "old")
-    return check("A8", title, "PASS", f"no invisible VRAM holder ({scope})")
+             else f"{len(pids)} holder pid(s), each listed by nvidia-smi, a child of a listed one, or under "
+                  f"{ZOMBIE_MIN_AGE_S} s old")
+    return check("A8", title, "PASS", "; ".join([f"no invisible VRAM holder ({scope})", *workers]))
 
 
 def a9_tenants(f: Facts) -> Check:

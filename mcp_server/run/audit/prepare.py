@@ -14,7 +14,6 @@ import base64
 import difflib
 import hashlib
 import secrets
-from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -24,7 +23,7 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
-from mcp_server.run.audit.system_checks import _CONDA_ROOT_PY
+from mcp_server.run.audit.system_checks import box_env_dir, launch_python
 from mcp_server.run.teardown.execute import check_token
 
 ACTION = "prepare_box"
@@ -96,50 +95,6 @@ class _Plan(BaseModel):
     conda_before: str = ""
 
 
-class _Interp(NamedTuple):
-    path: str
-    torch: bool
-    names: tuple[str, ...]  # which of python/python3 its directory holds
-
-
-def _interp(value: str) -> _Interp | None:
-    """One `PATH|torch|names` fact of box_prepare_read ("-" when that interpreter is absent)."""
-    if value in ("", "-"):
-        return None
-    path, torch, names = value.rsplit("|", 2)
-    return _Interp(path, torch == "1", tuple(names.split()))
-
-
-def python_fix(f: dict[str, str], spec: HostSpec) -> tuple[str, str]:
-    """(the directory a launch's PATH must start with, or ""; advice, or "") from the interpreters
-    the box reports. The right one is the host's named `python` (inventory or profile); without
-    one, the login shell's when it can import torch and a launch's `python`/`python3` cannot (what
-    A18 sees: a non-login launch missing the stack a login shell has). Never an environment created."""
-    named, login = _interp(f.get("named", "")), _interp(f.get("login", ""))
-    launch = {n: _interp(f.get(f"launch_{n}", "")) for n in ("python", "python3")}
-    keep = " (no environment is created)"
-    if spec.python and named is None:
-        return "", f"the interpreter named for this host ({spec.python}) is not on the box: set `python` " \
-                   "for the host to the one that has the stack" + keep
-    if named is None:
-        if any(i and i.torch for i in launch.values()):
-            return "", ""
-        if login is None or not login.torch:
-            return "", "no interpreter a launch or a login shell reaches can import torch: name the one " \
-                       "that has it as `python` for the host, or install torch into the image's" + keep
-        if spec.profile.env_contract == "project-env" and _CONDA_ROOT_PY.search(login.path):
-            return "", f"the login shell's {login.path} is the conda base, not a project env (A18): name the " \
-                       "project env's interpreter as `python` for the host" + keep
-        named = login
-    bindir = named.path.rpartition("/")[0]
-    if not named.names:
-        return "", f"{named.path} has no python/python3 beside it: call it by its path in the command"
-    reached = {n: i.path if i else "" for n, i in launch.items()}
-    if all(reached[n] == f"{bindir}/{n}" for n in named.names):
-        return "", ""
-    return bindir, ""
-
-
 def conda_mirror(f: dict[str, str], mirror: bool) -> tuple[str, str, list[str]]:
     """(the old and new .condarc text, advice): the mirror keys no config file sets yet, appended;
     ("", "", …) when the box is not behind the GFW, has no conda, or conda already has them all."""
@@ -158,9 +113,11 @@ def conda_mirror(f: dict[str, str], mirror: bool) -> tuple[str, str, list[str]]:
 
 def _env_change(plan: _Plan, f: dict[str, str], spec: HostSpec, mirror: bool) -> None:
     durable = f.get("durable") or spec.durable_root
-    python_dir, advice = python_fix(f, spec)
-    plan.advice += [advice] if advice else []
     old = base64.b64decode(f["box_env"]).decode() if f.get("box_env", "-") != "-" else ""
+    # A18's own decision: the PATH line changes exactly when A18 warns that a launch reaches another.
+    lp = launch_python(f, spec.python, spec.profile.env_contract, box_env_dir(old))
+    python_dir = lp.path_dir
+    plan.advice += [lp.advice] if lp.advice else []
     new = box_env(durable, mirror, f.get("proxy", ""), f.get("no_proxy", ""), python_dir)
     if old != new:
         target = f"{durable}/.rgt/box.env"

@@ -5,6 +5,8 @@ CRLF and danger clocks."""
 from __future__ import annotations
 
 import re
+import shlex
+from typing import NamedTuple
 
 from mcp_server.run.audit.model import Check, Facts, MountReport, Status, check, gib, redact_url
 from mcp_server.settings import LAUNCH_MIN_FREE_GIB, LAUNCH_MIN_FREE_INODES
@@ -162,6 +164,84 @@ def a17_shm(f: Facts) -> Check:
     return check("A17", title, "PASS", ev)
 
 
+class Interp(NamedTuple):
+    path: str
+    torch: bool
+    names: tuple[str, ...]  # which of python/python3 its directory holds
+
+
+def _interp(value: str) -> Interp | None:
+    """One `PATH|torch|names` fact ("-" when that interpreter is absent)."""
+    path, torch, names = value.rsplit("|", 2) if value.count("|") >= 2 else ("", "", "")
+    return Interp(path, torch == "1", tuple(names.split())) if path else None
+
+
+def box_env_dir(text: str) -> str:
+    """The directory the box env file's `export PATH=<dir>:"$PATH"` line puts first ("" for none)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("export PATH=")]
+    words = shlex.split(lines[-1], comments=True) if lines else []
+    return words[1].removeprefix("PATH=").removesuffix(":$PATH") if len(words) == 2 else ""
+
+
+class LaunchPython(NamedTuple):
+    right: str  # the interpreter launches should reach ("" when none can be named)
+    reached: dict[str, str]  # python/python3 -> what a launch reaches now, box env file included
+    path_dir: str  # the directory the box env file must put first on PATH ("" for none)
+    advice: str  # why no PATH line can fix it ("" when one can, or none is needed)
+
+
+def _right(f: dict[str, str], named_python: str | None, contract: str) -> tuple[Interp | None, str]:
+    named, login = _interp(f.get("named", "")), _interp(f.get("login", ""))
+    keep, launch = " (no environment is created)", (_interp(f.get(f"launch_{n}", "")) for n in ("python", "python3"))
+    if named_python and named is None:
+        return None, f"the interpreter named for this host ({named_python}) is not on the box: set `python` " \
+                     "for the host to the one that has the stack" + keep
+    if named is not None or any(i and i.torch for i in launch):
+        return named, ""
+    if login is None or not login.torch:
+        return None, "no interpreter a launch or a login shell reaches can import torch: name the one that " \
+                     "has it as `python` for the host, or install torch into the image's" + keep
+    if contract == "project-env" and _CONDA_ROOT_PY.search(login.path):
+        return None, f"the login shell's {login.path} is the conda base, not a project env (A18): name the " \
+                     "project env's interpreter as `python` for the host" + keep
+    return login, ""
+
+
+def launch_python(f: dict[str, str], named_python: str | None, contract: str, env_dir: str = "") -> LaunchPython:
+    """The one decision A18 reports and prepare_box acts on: the right interpreter (the host's named
+    `python`; without one, the login shell's when it can import torch and a launch's python/python3
+    cannot) against what a launch reaches. `env_dir`: what the box env file puts first on PATH now.
+    A fix is due exactly when `path_dir != env_dir`."""
+    right, advice = _right(f, named_python, contract)
+    bare = {n: (i.path if (i := _interp(f.get(f"launch_{n}", ""))) else "") for n in ("python", "python3")}
+    reached = {n: f"{env_dir}/{n}" if env_dir else p for n, p in bare.items()}
+    if right is None:
+        return LaunchPython("", reached, "", advice)
+    bindir = right.path.rpartition("/")[0]
+    if not right.names:
+        return LaunchPython(right.path, reached, env_dir, f"{right.path} has no python/python3 beside it: "
+                            "call it by its path in the command")
+    if env_dir == bindir or all(bare[n] == f"{bindir}/{n}" for n in right.names):
+        return LaunchPython(right.path, reached, env_dir if env_dir == bindir else "", "")
+    return LaunchPython(right.path, reached, bindir, "")
+
+
+def _a18_launch(f: Facts, title: str, ev: str) -> Check:
+    facts = f.kv("interp")
+    env_dir = box_env_dir(facts.get("box_env_path", ""))
+    lp = launch_python(facts, facts.get("asked"), f.spec.profile.env_contract, env_dir)
+    reach = ", ".join(f"{n} -> {p or 'nothing'}" for n, p in lp.reached.items())
+    if not facts:
+        return check("A18", title, "PASS", ev)
+    if lp.path_dir != env_dir:
+        fix = f"put {lp.path_dir} first on PATH" if lp.path_dir else "drop its PATH line"
+        return check("A18", title, "WARN", f"{ev}; a launch reaches {reach}, not {lp.right or 'the interpreter'}: "
+                     f"call prepare_box, which plans the box env file change ({fix}) for your confirm")
+    right = f", the right one ({lp.right})" if lp.right else ""
+    return check("A18", title, "WARN" if lp.advice else "PASS",
+                 f"{ev}; a launch reaches {reach}" + (f"; {lp.advice}" if lp.advice else right))
+
+
 def a18_env_identity(f: Facts) -> Check:
     title = "python environment identity"
     probe = f.python_probe()
@@ -175,7 +255,7 @@ def a18_env_identity(f: Facts) -> Check:
     if contract == "project-env" and _CONDA_ROOT_PY.search(exe):
         return check("A18", title, "FAIL", ev + ": this is the conda base interpreter; "
                      "use the project env (…/envs/<project>/bin/python)")
-    return check("A18", title, "PASS", ev)
+    return _a18_launch(f, title, ev)
 
 
 def a19_survival(f: Facts) -> Check:

@@ -300,3 +300,43 @@ async def test_the_headline_says_when_the_gpu_checks_could_not_run(gpu_box, gpu,
     local = await audit_of(client, host="local")
     if not local["gpus"]:  # this machine has no GPU: the verdict is never a bare PASS
         assert "no GPU:" in local["headline"] and f"{local['counts']['SKIP']} checks skipped" in local["headline"]
+
+
+# A18 and prepare_box share one decision (system_checks.launch_python): for every case below, A18
+# points at prepare_box exactly when prepare_box's box env file would get a different PATH line.
+BASE, USR = "/root/miniconda3/bin", "/usr/bin"
+
+
+def _a18_and_prepare(named: str, login: str, launch3: str, env_dir: str) -> tuple[dict, bool]:
+    from mcp_server.run.audit.prepare import box_env
+    from mcp_server.run.audit.probe import ProbeSection
+    from mcp_server.run.audit.system_checks import a18_env_identity, box_env_dir, launch_python
+    from tests.support.fakegpu import audit_facts
+
+    old = box_env("/d", False, "", "", env_dir)  # the box env file as prepare_box wrote it last time
+    facts = {"asked": "" if named == "-" else named.split("|")[0], "named": named, "login": login,
+             "launch_python": "-", "launch_python3": launch3}
+    path_line = [ln for ln in old.splitlines() if ln.startswith("export PATH=")]
+    f = audit_facts(torch_cuda="12.4")
+    f.sections["interp"] = ProbeSection(0, "\n".join([*(f"{k}={v}" for k, v in facts.items()),
+                                                      *(f"box_env_path={ln}" for ln in path_line)]))
+    lp = launch_python(facts, facts["asked"] or None, "base-is-env", box_env_dir(old))
+    return a18_env_identity(f).model_dump(), box_env("/d", False, "", "", lp.path_dir) != old
+
+
+@pytest.mark.parametrize(("named", "login", "launch3", "env_dir", "status"), [
+    (f"{BASE}/python|1|python python3", "-", f"{USR}/python3|0|python3", "", "WARN"),
+    (f"{BASE}/python|1|python python3", "-", f"{USR}/python3|0|python3", BASE, "PASS"),
+    # python3 is the named one's, but a launch's bare `python` reaches nothing while BASE has one
+    (f"{BASE}/python|1|python python3", "-", f"{BASE}/python3|1|python python3", "", "WARN"),
+    (f"{BASE}/python|1|python python3", "-", f"{USR}/python3|0|python3", "/opt/old/bin", "WARN"),
+    ("-", f"{BASE}/python|1|python python3", f"{USR}/python3|0|python3", "", "WARN"),
+    ("-", f"{BASE}/python|1|python python3", f"{USR}/python3|1|python3", "", "PASS"),
+    ("-", "-", f"{USR}/python3|0|python3", "/opt/old/bin", "WARN"),
+    ("-", "-", f"{USR}/python3|1|python3", "", "PASS"),
+])
+def test_a18_points_at_prepare_box_exactly_when_prepare_box_changes_the_path_line(named, login, launch3,
+                                                                                  env_dir, status) -> None:
+    a18, path_line_changes = _a18_and_prepare(named, login, launch3, env_dir)
+    assert a18["status"] == status, a18
+    assert ("call prepare_box" in a18["evidence"]) == path_line_changes, a18

@@ -72,6 +72,12 @@ async def launched(client, command: str) -> str:
     return str(tail["text"])
 
 
+async def a18(client) -> dict:
+    """A18 of an audit of `rent` (the audit's own probe, not prepare_box's)."""
+    res = structured(await client.call_tool("audit_box", {"host": "rent", "detail": "all"}))
+    return next(c for c in res["outcomes"][0]["audit"]["checks"] if c["id"] == "A18")
+
+
 async def prepare(client, **args) -> dict:
     return structured(await client.call_tool("prepare_box", {"host": "rent", **args}))
 
@@ -141,6 +147,13 @@ async def test_conda_mirror_keys_and_the_named_interpreter_first_on_path(env, bo
                                   "python": f"{conda_base}/bin/python"}})
     (box.home / ".condarc").write_text("auto_activate_base: false\n")
     (conda_base / ".condarc").write_text("custom_channels:\n  conda-forge: https://mirrors.example.cn/cloud\n")
+    # h-prepare's disagreement: the named python runs fine (A18 used to PASS on it) while a launch's
+    # bare python3 is another one. Now A18 warns, naming both, exactly as prepare plans the PATH line.
+    check = await a18(client)
+    assert check["status"] == "WARN" and "call prepare_box" in check["evidence"], check
+    reached = re.search(r"a launch reaches .*python3 -> (\S+), not (\S+):", check["evidence"])
+    assert reached and reached[2] == f"{conda_base}/bin/python", check["evidence"]
+    assert reached[1].startswith("/") and not reached[1].startswith(str(conda_base)), "both paths are named"
     plan = (await prepare(client))["plan"]
     targets = {c["target"]: c for c in plan["changes"]}
     assert f'+export PATH={conda_base}/bin:"$PATH"' in targets[f"{durable}/.rgt/box.env"]["diff"]
@@ -160,6 +173,8 @@ async def test_conda_mirror_keys_and_the_named_interpreter_first_on_path(env, bo
     assert text.startswith("auto_activate_base: false\n# remote-gpu-trainer") and text.count("default_channels:") == 1
     again = (await prepare(client))["plan"]
     assert again["changes"] == [] and again["token"] is None
+    after = await a18(client)
+    assert after["status"] == "PASS" and f"python3 -> {conda_base}/bin/python3" in after["evidence"], after
 
     out = await launched(client, "python3 -c 'import sys, torch; print(\"exe=\" + sys.executable, torch.__version__)'")
     assert f"exe={conda_base}/bin/python3 2.4.0+cu124" in out
@@ -177,6 +192,8 @@ async def test_the_named_interpreter_already_first_on_path_plans_nothing_for_it(
                                   "python": f"{box.fakebin}/python"}})
     plan = (await prepare(client))["plan"]
     assert all("PATH=" not in c["diff"] for c in plan["changes"]), "A18 passes: nothing planned for it"
+    check = await a18(client)
+    assert check["status"] == "PASS" and f"python3 -> {box.fakebin}/python3" in check["evidence"], check
     await prepare(client, token=plan["token"])
     assert (await prepare(client))["plan"]["changes"] == []
 
@@ -191,8 +208,11 @@ async def test_the_login_shells_interpreter_with_torch_reaches_launches(env, box
     plan = (await prepare(client))["plan"]
     env_diff = next(c["diff"] for c in plan["changes"] if c["target"].endswith("/.rgt/box.env"))
     assert f'+export PATH={conda_base}/bin:"$PATH"' in env_diff
+    check = await a18(client)
+    assert check["status"] == "WARN" and f"not {conda_base}/bin/python" in check["evidence"], check
     assert not any(c["target"].endswith(".condarc") for c in plan["changes"]), "conda is not reached: no condarc"
     await prepare(client, token=plan["token"])
     assert (await prepare(client))["plan"]["changes"] == []
+    assert (await a18(client))["status"] == "PASS"
     out = await launched(client, "python3 -c 'import torch; print(\"torch=\" + torch.__version__)'")
     assert "torch=2.4.0+cu124" in out

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from mcp_server import scripts
-from mcp_server.run.audit.gpu_checks import CANDIDATE, PARENTS_UNREAD, a8_zombies, holder_verdict
-from mcp_server.run.audit.probe import ProbeSection
+from mcp_server.run.audit.gpu_checks import CANDIDATE, CHILD, PARENTS_UNREAD, a8_holders, a8_zombies, holder_verdict
+from mcp_server.run.audit.probe import ProbeSection, build_script, parse_sections
 from mcp_server.run.audit.reap import _judge
-from tests.conftest import error_text, structured
+from tests.conftest import error_text, make_ssh_host, structured
 from tests.support.fakegpu import audit_facts, load_samples
 from tests.support.wait import until_sync
 
@@ -127,19 +127,53 @@ async def test_a_token_from_nowhere_is_refused_naming_this_tool(reap_box, client
     assert res.is_error and "did not come from a reap_vram plan" in error_text(res)
 
 
+async def test_a_listed_trainers_forked_workers_are_never_offered_by_a8_nor_by_the_plan(
+        reap_box, holders, client, env, tmp_path) -> None:
+    # The trainer holds the device node and its forks inherit it: a worker and the worker's own child.
+    trainer = hold(holders, f"exec 3< {DEVICE}; bash -c 'sleep 600 & wait' & wait")
+    worker = child_of(trainer.pid)
+    grandchild = child_of(worker)
+    zombie = hold(holders, f"exec sleep 600 < {DEVICE}")
+    list_as_compute_process(reap_box, trainer.pid)
+    script = build_script(mounts=[], durable_root=str(tmp_path), python=None, proxy_hook=None, cache_dirs=[],
+                          code_dir=None, expect_files={})
+    host = make_ssh_host(env)
+    try:
+        sections = parse_sections((await host.run(script, timeout=60)).text)
+    finally:
+        await host.close()
+    f = audit_facts(gpu=sections["gpu"])
+    f.sections.update(apps=sections["apps"], holders=sections["holders"])
+    f.load_gpus()
+
+    seen = {pid: verdict for pid, _, _, verdict in a8_holders(f, min_age_s=0)}
+    assert seen[worker] == seen[grandchild] == CHILD and seen[zombie.pid] == CANDIDATE, seen
+    a8 = a8_zombies(f)
+    assert a8.status == "PASS", "every holder is the trainer, its descendants, or under 120 s old"
+    assert f"pid {worker} (" in a8.evidence and f"is a child of listed compute process {trainer.pid}" in a8.evidence
+    assert f"pid {grandchild} (" in a8.evidence and "may be" not in a8.evidence, a8.evidence
+
+    plan = (await reap(client, min_age_s=0))["plan"]
+    assert [h["pid"] for h in plan["candidates"]] == [zombie.pid]
+    left = {h["pid"]: h["verdict"] for h in plan["left_alone"]}
+    assert left[worker] == left[grandchild] == CHILD, left
+
+
 # A8 (the audit's report) and reap_vram's plan share one rule, gpu_checks.holder_verdict: A8 never
-# offers to reap what the plan would leave alone. A8's probe does not read parent chains, so while
-# nvidia-smi lists a compute process an unlisted holder may be its dataloader worker and A8 says so
-# instead of offering it. The GPU rows are the reconstructed 1 x RTX 4090 samples.
+# offers to reap what the plan would leave alone. A8's probe reads each holder's parent chain
+# (ppid=pid:parent pairs); from a probe that did not, while nvidia-smi lists a compute process an
+# unlisted holder may be its dataloader worker and A8 says so instead of offering it. The GPU rows
+# are the reconstructed 1 x RTX 4090 samples.
 TRAINER, HOLDER = 30877, 30912
 
 
-def a8_on(scenario: str, apps: str, holder_age_s: int) -> str:
+def a8_on(scenario: str, apps: str, holder_age_s: int, parents: str | None = None) -> str:
     samples = load_samples()
     f = audit_facts(gpu=ProbeSection(0, samples[(scenario, "Q_GPU")][1]))
     f.sections["apps"] = ProbeSection(0, apps)
     f.sections["holders"] = ProbeSection(0, f"devices=/dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm\npids={TRAINER} "
-                                            f"{HOLDER}\n{TRAINER} 9000 Rl python\n{HOLDER} {holder_age_s} Sl python\n")
+                                            f"{HOLDER}\n{TRAINER} 9000 Rl python\n{HOLDER} {holder_age_s} Sl python\n"
+                                            + (f"ppid={parents}\n" if parents is not None else ""))
     f.load_gpus()
     c = a8_zombies(f)
     return f"{c.status}: {c.evidence}"
@@ -148,7 +182,23 @@ def a8_on(scenario: str, apps: str, holder_age_s: int) -> str:
 def test_a8_does_not_offer_a_listed_trainers_possible_worker_which_the_plan_leaves_alone() -> None:
     a8 = a8_on("rtx4090x1-training", load_samples()[("rtx4090x1-training", "Q_APPS")][1], 600)
     assert a8.startswith("WARN") and f"pid {HOLDER} (Sl python, 600 s old)" in a8, a8
-    assert f"may be dataloader workers of listed pid(s) [{TRAINER}]" in a8 and "reap_vram stops" not in a8
+    assert f"may be a dataloader worker of listed pid(s) [{TRAINER}]" in a8 and "reap_vram stops" not in a8
+
+
+@pytest.mark.parametrize(("parents", "expect"), [
+    (f"{HOLDER}:{TRAINER} {TRAINER}:1", f"PASS: no invisible VRAM holder (2 holder pid(s), each listed by nvidia-smi, "
+                                        f"a child of a listed one, or under 120 s old); pid {HOLDER} (Sl python, 600 s "
+                                        f"old) is a child of listed compute process {TRAINER}"),
+    (f"{HOLDER}:4242 4242:{TRAINER} {TRAINER}:1", f"is a child of listed compute process {TRAINER}"),
+    (f"{HOLDER}:4242 4242:1 {TRAINER}:1", f"pid {HOLDER} (Sl python, 600 s old): not a compute process nvidia-smi "
+                                          "lists nor a child of one. reap_vram stops such holders"),
+    (f"{HOLDER}:4242 {TRAINER}:1", f"may be a dataloader worker of listed pid(s) [{TRAINER}]"),
+])
+def test_a8_with_the_parent_chain_says_definitely_worker_or_zombie(parents: str, expect: str) -> None:
+    """A chain through the trainer (at any depth) proves a worker; one that reaches pid 1 without it
+    proves a zombie; a chain cut short (4242 ended meanwhile) proves nothing and keeps the hedge."""
+    a8 = a8_on("rtx4090x1-training", load_samples()[("rtx4090x1-training", "Q_APPS")][1], 600, parents)
+    assert expect in a8, a8
     plan = _judge([str(HOLDER), "1", "600", "u", "python", f"{TRAINER} 1"], {TRAINER}, frozenset(), 120, False)
     assert plan.verdict == "a child of a listed compute process (a dataloader worker): in use"
 
