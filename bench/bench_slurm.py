@@ -5,8 +5,12 @@ tests), the login node reached over the loopback sshd.
    round trip per run. The issue's baseline is `sacct -j` per run; this Slurm has no accounting
    (as many small clusters), so the per-run baseline is `scontrol show job -o <id>`, which is what
    a per-run poll falls back to there. Target: >= 20x.
-2. Submit latency: launch_detached's domain call with backend slurm (two round trips: the facts,
-   then the run dir + sbatch) vs a bare `sbatch --parsable` over the same connection. Target: <= 1.5x.
+2. Submit latency: launch_detached's domain call with backend slurm vs a bare `sbatch --parsable`
+   over the same connection. Target: <= 1.5x. A launch in a place whose facts are remembered is
+   one round trip (the start: run dir + sbatch; launch_facts.py), the first one there two. Measured
+   on loopback, where what the start does on the box (forks, writes) is all there is to see, and
+   through a relay adding 10 ms each way (a cluster 20 ms away), where the round trips dominate as
+   they do for users.
 """
 
 from __future__ import annotations
@@ -45,6 +49,16 @@ def submit_jobs(runs_dir: Path, n: int) -> list[str]:
     return ids
 
 
+async def submit_ratio(app: App, alias: str, label: str, work: Path) -> None:
+    spec = app.pool.spec(alias)
+    host = await app.pool.host(spec)
+    req = LaunchRequest(command="true", backend="slurm", probe_s=0, workdir=str(work))
+    t_launch = await median_s(lambda: launch(host, spec, req, ledger=None, redactor=app.redactor), 10)
+    t_bare = await median_s(lambda: host.run("sbatch --parsable -o /dev/null --wrap true"), 10)
+    report(f"submit ({label}): launch (backend slurm) vs a bare sbatch, same connection", t_launch, t_bare,
+           "<= 1.5x", t_launch <= 1.5 * t_bare)
+
+
 async def main() -> None:
     why = missing()
     if why:
@@ -59,6 +73,7 @@ async def main() -> None:
     config = b.sshd.root / "sshd_config"
     config.write_text(config.read_text().replace("SetEnv HOME=", f"SetEnv SLURM_CONF={cluster.conf} HOME="))
     b.sshd.start()
+    link = await b.delayed_alias("wan", 0.010)
     app = App(Settings.from_env())
     try:
         spec = app.pool.spec("box0")
@@ -81,14 +96,12 @@ async def main() -> None:
         subprocess.run(["scancel", "--user", "root"], check=False)
         work = b.root / "work"
         work.mkdir()
-        req = LaunchRequest(command="true", backend="slurm", probe_s=0, workdir=str(work))
-        t_launch = await median_s(lambda: launch(host, spec, req, ledger=None, redactor=app.redactor), 10)
-        t_bare = await median_s(lambda: host.run("sbatch --parsable -o /dev/null --wrap true"), 10)
-        report("submit: launch (backend slurm) vs a bare sbatch, same connection", t_launch, t_bare, "<= 1.5x",
-               t_launch <= 1.5 * t_bare)
+        for alias, label in (("box0", "loopback"), ("wan", "20 ms RTT")):
+            await submit_ratio(app, alias, label, work)
     finally:
         subprocess.run(["scancel", "--user", "root"], check=False)
         await app.close()
+        await link.close()
         b.close()
         cluster.stop()
 

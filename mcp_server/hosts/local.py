@@ -86,10 +86,7 @@ class LocalHost:
             raise TransportError("could not start a local shell", host=self.name, observed=str(exc)) from exc
         try:
             async with asyncio.timeout(limit):
-                if stdin is not None and proc.stdin is not None:
-                    proc.stdin.write(stdin)
-                    await proc.stdin.drain()
-                    proc.stdin.close()
+                await _feed(proc, stdin)
                 assert proc.stdout is not None and proc.stderr is not None
                 (out, trunc), (err, _) = await asyncio.gather(
                     read_capped(proc.stdout, max_output), read_capped(proc.stderr, max_output)
@@ -157,3 +154,14 @@ def _script_file(script: str) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write('rm -f -- "$0"\n' + script)
     return path
+
+
+async def _feed(proc: asyncio.subprocess.Process, stdin: bytes | None) -> None:
+    """Write `stdin` and close it. A script may end without reading it (a start that refuses to
+    begin): its exit status and output say what happened, not the broken pipe."""
+    if stdin is None or proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(stdin)
+        await proc.stdin.drain()
+    proc.stdin.close()

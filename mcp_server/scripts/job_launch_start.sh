@@ -1,13 +1,36 @@
 #!/bin/sh
 # Launch round trip 2: under the name's lock (mkdir is atomic), return the name's live run or
 # create the run dir, submit it to the engine, and probe it for an early exit.
-# Needs job_state.sh, job_run_files.sh and an engine library (rgt_submit). Secrets on stdin.
+# Needs job_state.sh, job_run_files.sh, job_launch_lib.sh and an engine library (rgt_submit).
+# Secrets on stdin.
 # $1 base (the absolute .rgt dir)  $2 run id  $3 run name or ""  $4 relaunch a finished name: 0|1
 # $5 probe ticks of 0.2 s  $6 log tail bytes  $7 the engine's name for the job
-# $8 workdir  $9.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec, on_exit.sh contents ("": none)
+# $8 fill in the workdir's git state: 0|1  $9 the facts are remembered, not just read: 0|1
+# $10 $11 the durable root and the workdir as asked  $12 $13 the disk gate: KiB and inodes free
+# $14 workdir (physical)  $15.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec, on_exit.sh
+# contents ("": none)
 set -u
-base=$1 run_id=$2 name=$3 relaunch=$4 ticks=$5 tail_bytes=$6 job=$7
-shift 7
+base=$1 run_id=$2 name=$3 relaunch=$4 ticks=$5 tail_bytes=$6 job=$7 fill_git=$8 assumed=$9
+root=${10} asked_wd=${11} min_kib=${12} min_inodes=${13} wd=${14} record=${15}
+shift 15
+# Remembered facts hold while the durable root and the workdir resolve to the paths they did;
+# else they are read again (launch_facts.py), before anything is written.
+if [ "$assumed" = 1 ]; then
+  rgt_real "$root/.rgt"; [ "$REAL" = "$base" ] || { echo RGT-FACTS-CHANGED; exit 0; }
+  rgt_real "$asked_wd"; [ "$REAL" = "$wd" ] || { echo RGT-FACTS-CHANGED; exit 0; }
+fi
+rgt_disk "$base"
+case "$AVAIL_KIB${INODES:-0}${IFREE:-0}" in *[!0-9]*|'') ;; *)
+  if [ "$AVAIL_KIB" -lt "$min_kib" ] || { [ "${INODES:-0}" -gt 0 ] && [ "${IFREE:-0}" -lt "$min_inodes" ]; }; then
+    echo RGT-DISK-GATE; exit 0; fi;; esac
+# The code's state as the run starts: the box's answer fills the record's marks.
+if [ "$fill_git" = 1 ]; then rgt_git "$wd"
+  case "$GIT_COMMIT" in ''|*[!0-9a-f]*) commit=null;; *) commit="\"$GIT_COMMIT\"";; esac
+  case "$GIT_DIRTY" in 1) dirty=true;; 0) dirty=false;; *) dirty=null;; esac
+  printf 'git_commit=%s\ngit_dirty=%s\n' "$commit" "$dirty"
+  rgt_fill "$record" "\"@rgt:$run_id:git_commit@\"" "$commit"
+  rgt_fill "$FILLED" "\"@rgt:$run_id:git_dirty@\"" "$dirty"; record=$FILLED
+fi
 if [ -n "$name" ]; then
   lock="$base/locks/$name" name_file="$base/names/$name"
   n=0; until mkdir "$lock" 2>/dev/null; do n=$((n+1)); [ $n -gt 100 ] && { echo RGT-LOCKED; exit 0; }; sleep 0.1; done
@@ -18,7 +41,7 @@ if [ -n "$name" ]; then
   esac; fi
 fi
 d="$base/runs/$run_id"
-rgt_make_run "$d" "$@"
+rgt_make_run "$d" "$wd" "$record" "$@"
 # The secrets as NAME=base64 lines, read by the shell itself (no process for an empty stdin).
 RGT_SECRETS=; while IFS= read -r line || [ -n "$line" ]; do RGT_SECRETS="${RGT_SECRETS:+$RGT_SECRETS
 }$line"; done

@@ -1,8 +1,9 @@
 """launch_detached: start a job that outlives the SSH connection, the server and the client.
 
-Two round trips: (1) read-only facts (paths, disk, git, tools, an existing run of that
-name), (2) under an on-box lock: create the run dir, submit it to the engine, probe it for
-up to `probe_s`, and report. Secrets travel on stdin only."""
+(1) Read-only facts (paths, disk, git, tools, an existing run of that name), remembered per host
+and place for later launches (launch_facts.py); (2) under an on-box lock: create the run dir,
+submit it to the engine, probe it for up to `probe_s`, and report (launch_start.py). A launch in
+a place whose facts are remembered is the second round trip alone. Secrets travel on stdin only."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_server import __version__, scripts
-from mcp_server.errors import GateRefused, InputError, NotFoundError, RgtError, TransportError
+from mcp_server import __version__
+from mcp_server.errors import GateRefused, InputError, RgtError, TransportError
 from mcp_server.hosts.base import Host, parse_kv
-from mcp_server.hosts.commands import check_env_name, check_name, check_path, path_word, quote
+from mcp_server.hosts.commands import check_env_name, check_name, check_path
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.hosts.slurm_options import SlurmOptions
@@ -29,20 +30,20 @@ from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import JobEngine
-from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
-from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.engines.slurm import submit_refusal
+from mcp_server.run.jobs.launch_facts import disk_gate, forget, read_facts, remember, remembered
+from mcp_server.run.jobs.launch_start import start_script, with_box_git
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import FINISHED, LIVE, STATE_FUNCS, RunState, parse_state
+from mcp_server.run.jobs.status import FINISHED, LIVE, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
-from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
+from mcp_server.run.jobs.wrapper import secrets_payload
 from mcp_server.settings import LAUNCH_MIN_FREE_GIB, LAUNCH_MIN_FREE_INODES
 from mcp_server.verify.artifacts.roster import check_pattern
 
 MAX_PROBE_S = 25.0
 DEFAULT_MIN_FREE_GIB = LAUNCH_MIN_FREE_GIB
 DEFAULT_MIN_FREE_INODES = LAUNCH_MIN_FREE_INODES
-LOG_TAIL_BYTES = 8192
 ENV_STRING_MAX = 128 * 1024  # Linux's MAX_ARG_STRLEN: one "NAME=value" string past it and exec fails
 ENV_TOTAL_MAX = 1024 * 1024
 
@@ -110,51 +111,6 @@ def check_request(req: LaunchRequest) -> None:
         raise InputError("the env values add up to more than 1 MiB: with the job's own environment and arguments "
                          "that nears the kernel's limit for starting a program",
                          next_step="put large values in files and pass their paths")
-
-
-def _disk_gate(spec: HostSpec, facts: dict[str, str], req: LaunchRequest) -> None:
-    b, i = facts.get("bytes", "").split(), facts.get("inodes", "").split()
-    problems = []
-    if len(b) >= 4 and b[3].isdigit():
-        free = int(b[3]) * 1024
-        if free < req.min_free_gib * 2**30:
-            problems.append(f"{free / 2**30:.1f} GiB free < floor {req.min_free_gib:g} GiB")
-    if len(i) >= 4 and i[3].isdigit() and i[1].isdigit() and int(i[1]) > 0 and int(i[3]) < req.min_free_inodes:
-        problems.append(f"{i[3]} inodes free < floor {req.min_free_inodes}")
-    if problems:
-        raise GateRefused(
-            "disk gate: the durable root is below the launch floor; nothing was started",
-            host=spec.name, path=spec.durable_root, observed="; ".join(problems),
-            next_step="free space or inodes (prune latest/periodic checkpoints, per-sample files) or expand the disk; "
-            "lower min_free_gib/min_free_inodes only if you know the job writes little",
-        )
-
-
-def code_workdir(spec: HostSpec, req: LaunchRequest) -> str | None:
-    """The snapshot dir `code` names (<durable_root>/code/<project>/<id>); None without `code`."""
-    if not req.code:
-        return None
-    if req.workdir:
-        raise InputError("give code or workdir, not both: a snapshot is the run's workdir")
-    return f"{spec.durable_root.rstrip('/')}/code/{req.code}"
-
-
-async def read_facts(host: Host, spec: HostSpec, req: LaunchRequest) -> dict[str, str]:
-    """Round trip 1: read-only facts; the disk gate refuses before anything is written."""
-    workdir = code_workdir(spec, req) or req.workdir or spec.durable_root
-    script = job_script("job_launch_facts", path_word(spec.durable_root, "durable root"),
-                        path_word(workdir, "workdir"), quote(req.name or ""))
-    res = await host.run(script, timeout=20)
-    res.check("reading launch facts", next_step="check the durable root is writable")
-    facts = parse_kv(res.text)
-    if "workdir" not in facts and req.code:
-        raise NotFoundError(f"no snapshot {req.code} on the box", host=spec.name, path=workdir,
-                            next_step="push_code first (its result names project and snapshot_id)")
-    if "workdir" not in facts:
-        raise InputError("workdir does not exist on the box", host=spec.name, path=workdir,
-                         next_step="create it or push the code first; give an absolute path or ~/...")
-    _disk_gate(spec, facts, req)
-    return facts
 
 
 def secret_values(names: list[str], environ: dict[str, str] | os._Environ[str], redactor: Redactor) -> dict[str, str]:
@@ -232,32 +188,6 @@ def _git_facts(facts: dict[str, str]) -> dict[str, Any]:
             "git_dirty": (facts["git_dirty"].strip() not in ("", "0")) if "git_dirty" in facts else None}
 
 
-def file_text(text: str) -> str:
-    """A run file's content as written on the box: always ending in a newline."""
-    return text if text.endswith("\n") else text + "\n"
-
-
-def on_exit_text(req: LaunchRequest) -> str:
-    """on_exit.sh: the launch's on_exit command ("" when none: no file)."""
-    return file_text(req.on_exit) if req.on_exit and req.on_exit.strip() else ""
-
-
-def record_text(record: RunRecord) -> str:
-    return file_text(record.model_dump_json(by_alias=True, indent=2))
-
-
-def _start_script(spec: HostSpec, req: LaunchRequest, engine: JobEngine, record: RunRecord, base: str) -> str:
-    """Round trip 2 (scripts/job_launch_start.sh) with the run's files as arguments."""
-    args = [base, record.run_id, req.name or "", "1" if req.relaunch else "0", str(int(req.probe_s / 0.2)),
-            str(LOG_TAIL_BYTES), engine.job_name(record.run_id) or "", record.workdir, record_text(record),
-            file_text(record.command), env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
-            record.sync.spec_text() if record.sync else "", on_exit_text(req)]
-    libraries: tuple[str, ...] = (STATE_FUNCS, scripts.load("job_run_files"), engine.submit_functions())
-    if engine.name == "slurm":
-        libraries += (sbatch_function((spec.slurm or SlurmOptions()).merged(req.slurm)),)
-    return job_script("job_launch_start", *map(quote, args), libraries=libraries)
-
-
 def _existing_result(spec: HostSpec, engine: JobEngine, base: str, run_id: str, name: str | None,
                      outcome: Outcome, state: RunState, notes: list[str]) -> LaunchResult:
     run_dir = f"{base}/runs/{run_id}"
@@ -285,7 +215,7 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     refuse_unwritten(spec, text)
     head, _, log = text.partition("RGT-LOG\n")
     lines = head.splitlines()
-    first = lines[0] if lines else ""
+    first = next((ln for ln in lines if ln.startswith(("RGT-EXISTING", "RGT-FINISHED"))), "")
     state = parse_state(next((ln.partition("=")[2] for ln in lines if ln.startswith("state=")), ""))
     if first.startswith(("RGT-EXISTING", "RGT-FINISHED")):
         outcome: Outcome = "already_running" if first.startswith("RGT-EXISTING") else "already_finished"
@@ -346,30 +276,67 @@ async def outcome_unknown(spec: HostSpec, what: str) -> AsyncIterator[None]:
                                        "named launch returns the live run instead of starting a second") from exc
 
 
+def _name_taken(spec: HostSpec, engine: JobEngine, req: LaunchRequest, facts: dict[str, str],
+                notes: list[str]) -> LaunchResult | None:
+    """The run the name already has, when the facts say it is live or finished without relaunch."""
+    if not (req.name and "existing" in facts):
+        return None
+    existing = parse_state(facts.get("existing_state", ""))
+    live = existing.status in LIVE
+    if not live and req.relaunch:
+        return None
+    return _existing_result(spec, engine, facts["base"], facts["existing"], req.name,
+                            "already_running" if live else "already_finished", existing, notes)
+
+
 async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledger | None,
                  redactor: Redactor, environ: dict[str, str] | None = None,
                  progress: Report | None = None) -> LaunchResult:
     """Start one detached job (or return the live one of the same name). `progress` hears the
-    run id first, then the probe's elapsed seconds."""
+    run id first, then the probe's elapsed seconds. One round trip where this host's facts for
+    the place are remembered (launch_facts.py), two otherwise."""
     check_request(req)
     secrets = secret_values(req.secret_env, os.environ if environ is None else environ, redactor)
-    facts = await read_facts(host, spec, req)
-    backend, notes = choose_backend(req, facts, spec)
-    engine = ENGINES[backend]
-    if req.name and "existing" in facts:
-        existing = parse_state(facts.get("existing_state", ""))
-        live = existing.status in LIVE
-        if live or not req.relaunch:
-            return _existing_result(spec, engine, facts["base"], facts["existing"], req.name,
-                                    "already_running" if live else "already_finished", existing, notes)
-    record = make_record(spec, req, facts, new_run_id(req.name), backend, list(secrets), req.command)
-    script = _start_script(spec, req, engine, record, facts["base"])
+    run_id, facts = new_run_id(req.name), remembered(host, spec, req)
+    while True:
+        assumed = facts is not None
+        if facts is None:
+            facts = await read_facts(host, spec, req)
+            remember(host, spec, req, facts)
+        backend, notes = choose_backend(req, facts, spec)
+        engine = ENGINES[backend]
+        if not assumed and (taken := _name_taken(spec, engine, req, facts, notes)):
+            return taken
+        record = make_record(spec, req, facts, run_id, backend, list(secrets), req.command)
+        text = await _start(host, spec, req, engine, record, facts["base"], assumed, secrets, ledger, progress)
+        if assumed and text.startswith("RGT-FACTS-CHANGED"):
+            forget(host, spec, req)
+            facts = None
+            continue
+        if text.startswith("RGT-DISK-GATE"):
+            disk_gate(spec, parse_kv(text), req)
+        record = with_box_git(record, text)
+        result = _parse_start(spec, engine, run_id, req, facts["base"], text, redactor, notes)
+        if ledger is not None and result.outcome in ("running", "queued", "exited_early"):
+            _record_launch(ledger, spec, req, record, result)
+        return result
+
+
+async def _start(host: Host, spec: HostSpec, req: LaunchRequest, engine: JobEngine, record: RunRecord, base: str,
+                 assumed: bool, secrets: dict[str, str], ledger: Ledger | None, progress: Report | None) -> str:
+    """The start's round trip: its output, the first line saying when the box refused to begin."""
+    script = start_script(spec, req, engine, record, base, assumed)
     if ledger is not None:  # before the probe: a client that gives up during it can still find the run
         _record_begun(ledger, spec, req, record)
     async with (ticking(progress, req.probe_s, f"starting run {record.run_id}; probing up to {req.probe_s:g} s"),
                 outcome_unknown(spec, f"run {record.run_id}")):
         res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 20, slow=req.probe_s > 1)
-    result = _parse_start(spec, engine, record.run_id, req, facts["base"], res.text, redactor, notes)
-    if ledger is not None and result.outcome in ("running", "queued", "exited_early"):
-        _record_launch(ledger, spec, req, record, result)
-    return result
+    return _refusal_first(res.text)
+
+
+def _refusal_first(text: str) -> str:
+    """The start's output with a refusal to begin (remembered facts that changed, the disk gate)
+    moved to the first line, where launch() looks for it."""
+    lines = text.partition("RGT-LOG\n")[0].splitlines()
+    refusal = next((ln for ln in lines if ln in ("RGT-FACTS-CHANGED", "RGT-DISK-GATE")), None)
+    return f"{refusal}\n{text}" if refusal else text

@@ -26,15 +26,13 @@ from mcp_server.run.jobs.launch import (
     LaunchRequest,
     check_request,
     choose_backend,
-    file_text,
     make_record,
-    on_exit_text,
     outcome_unknown,
-    read_facts,
-    record_text,
     refuse_unwritten,
     secret_values,
 )
+from mcp_server.run.jobs.launch_facts import read_facts
+from mcp_server.run.jobs.launch_start import file_text, on_exit_text, record_text
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import Backend, new_run_id
 from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state

@@ -16,12 +16,8 @@ from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.slurm import sbatch_function, submit_refusal
-from mcp_server.run.jobs.launch import (
-    LaunchRequest,
-    on_exit_text,
-    outcome_unknown,
-    refuse_unwritten,
-)
+from mcp_server.run.jobs.launch import LaunchRequest, outcome_unknown, refuse_unwritten
+from mcp_server.run.jobs.launch_start import on_exit_text
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.queue import Cell, QueuedRun, QueueResult, cell_files, prepare_sweep, record_cells
 from mcp_server.run.jobs.status import STATE_FUNCS

@@ -1,0 +1,137 @@
+"""A launch in a place whose facts this server read a moment ago is one round trip: the start
+checks on the box what could have changed (the durable root and the workdir still resolve to the
+same paths), runs the disk gate and reads the code's git state itself. Each assumption is broken
+here on purpose, on LocalHost and over the test sshd."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_server.app import App
+from mcp_server.errors import GateRefused
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
+from mcp_server.settings import Settings
+
+
+class CountingHost:
+    """The pooled host, counting round trips (the facts are remembered per host object)."""
+
+    def __init__(self, host: Any) -> None:
+        self.inner, self.name, self.calls = host, host.name, 0
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return await self.inner.run(*args, **kwargs)
+
+
+class Place:
+    def __init__(self, app: App, spec: HostSpec, host: CountingHost, durable: Path, root: Path) -> None:
+        self.app, self.spec, self.host, self.durable, self.root = app, spec, host, durable, root
+
+    async def launch(self, **fields: Any) -> LaunchResult:
+        req = LaunchRequest(probe_s=0, **{"command": "sleep 30", **fields})
+        return await launch(self.host, self.spec, req, ledger=None, redactor=self.app.redactor)  # type: ignore[arg-type]
+
+    def record(self, result: LaunchResult) -> dict[str, Any]:
+        return json.loads((Path(result.run_dir) / "run.json").read_text())
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def place(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> AsyncIterator[Place]:
+    durable = tmp_path / "durable"
+    durable.mkdir()
+    destination = "local"
+    if request.param == "ssh":
+        request.getfixturevalue("box")
+        destination = "testbox"
+    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
+    app = App(Settings.from_env())
+    spec = app.pool.spec("gpu1")
+    yield Place(app, spec, CountingHost(await app.pool.host(spec)), durable, tmp_path)
+    await app.close()
+    for pid in durable.glob(".rgt/runs/*/pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid.read_text()), signal.SIGKILL)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+async def test_a_second_launch_in_the_same_place_is_one_round_trip(place: Place) -> None:
+    work = place.root / "work"
+    work.mkdir()
+    first = await place.launch(workdir=str(work))
+    assert place.host.calls == 2 and first.outcome == "running"
+    second = await place.launch(workdir=str(work))
+    assert place.host.calls == 3, "the facts were remembered: the start alone"
+    assert second.outcome == "running" and second.run_id != first.run_id
+    assert place.record(second)["workdir"] == str(work.resolve())
+
+
+async def test_the_code_state_is_read_as_each_run_starts(place: Place) -> None:
+    repo = place.root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print(1)\n")
+    git(repo, "add", "train.py")
+    git(repo, "commit", "-q", "-m", "one")
+    first = await place.launch(workdir=str(repo))
+    assert place.record(first)["git_commit"] == git(repo, "rev-parse", "HEAD")
+    assert place.record(first)["git_dirty"] is False
+    (repo / "train.py").write_text("print(2)\n")
+    git(repo, "commit", "-q", "-am", "two")
+    (repo / "train.py").write_text("print(3)\n")  # and an uncommitted change on top
+    calls = place.host.calls
+    second = await place.launch(workdir=str(repo))
+    assert place.host.calls == calls + 1
+    record = place.record(second)
+    assert record["git_commit"] == git(repo, "rev-parse", "HEAD") != place.record(first)["git_commit"]
+    assert record["git_dirty"] is True
+    assert "@rgt:" not in (Path(second.run_dir) / "run.json").read_text()
+
+
+async def test_a_workdir_that_now_resolves_elsewhere_is_read_again(place: Place) -> None:
+    a, b, link = place.root / "a", place.root / "b", place.root / "current"
+    a.mkdir()
+    b.mkdir()
+    link.symlink_to(a)
+    first = await place.launch(workdir=str(link))
+    assert place.record(first)["workdir"] == str(a.resolve())
+    link.unlink()
+    link.symlink_to(b)
+    calls = place.host.calls
+    second = await place.launch(workdir=str(link))
+    assert place.record(second)["workdir"] == str(b.resolve()), "never the remembered, stale path"
+    assert place.host.calls == calls + 3, "the start refused, the facts were read, the start ran"
+    runs = sorted(p.name for p in (place.durable / ".rgt" / "runs").iterdir())
+    assert runs == sorted([first.run_id, second.run_id]), "the refused start left nothing"
+
+
+async def test_the_disk_gate_holds_on_remembered_facts(place: Place) -> None:
+    await place.launch()
+    calls = place.host.calls
+    with pytest.raises(GateRefused) as refused:
+        await place.launch(min_free_gib=10**9)
+    assert "disk gate" in str(refused.value) and "GiB free" in str(refused.value)
+    assert place.host.calls == calls + 1
+    assert len(list((place.durable / ".rgt" / "runs").iterdir())) == 1, "nothing was started"
+
+
+async def test_a_live_name_on_remembered_facts_returns_the_live_run(place: Place) -> None:
+    first = await place.launch(name="train-a")
+    calls = place.host.calls
+    again = await place.launch(name="train-a")
+    assert again.outcome == "already_running" and again.run_id == first.run_id
+    assert place.host.calls == calls + 1
