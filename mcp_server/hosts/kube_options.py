@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.limits import ValueStr
+
 # RFC 1123 label (namespaces, PVCs, queues, service accounts, priority classes, secrets).
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # RFC 1123 subdomain (priority classes and most object names may contain dots).
@@ -40,7 +42,7 @@ class KubeOptions(BaseModel):
     image: str | None = Field(default=None, pattern=_IMAGE, description="container image the run's command runs in")
     image_pull_secret: str | None = Field(default=None, pattern=DNS_SUBDOMAIN,
                                           description="a Secret of type dockerconfigjson for a private registry")
-    node_selector: dict[str, str] | None = Field(
+    node_selector: dict[ValueStr, ValueStr] | None = Field(
         default=None, description="e.g. {'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3'}", max_length=16)
     tolerations: list[Toleration] | None = Field(
         default=None, max_length=16, description="added to the nvidia.com/gpu toleration the server always sets")

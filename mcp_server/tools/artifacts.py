@@ -13,6 +13,7 @@ from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.limits import HostStr, IdStr, PathStr, PatternStr
 from mcp_server.run.jobs.rundir import RunOutputs, declared_outputs
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
@@ -20,26 +21,26 @@ from mcp_server.verify.artifacts.cells import CellSpec
 from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.verifier import verify_artifacts
 
-HostArg = Annotated[str, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
-RootArg = Annotated[str | None, Field(
+HostArg = Annotated[HostStr, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
+RootArg = Annotated[PathStr | None, Field(
     description="result root on the box (absolute or ~/...); default: the run's output root")]
-RosterArg = Annotated[list[str] | None, Field(
+RosterArg = Annotated[list[PatternStr] | None, Field(
     description="files that must exist (globs under root); default: the run's outputs",
     max_length=1000)]
-RunIdArg = Annotated[str | None, Field(
+RunIdArg = Annotated[IdStr | None, Field(
     description="the run these results belong to (gives root and roster when omitted)")]
-DestArg = Annotated[str | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")]
+DestArg = Annotated[PathStr | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")]
 BudgetArg = Annotated[float, Field(
     description="seconds before returning done=false (call again to continue)", ge=2, le=55)]
 AllowPickleArg = Annotated[bool, Field(
     description="allow unsafe pickle loads (only files you trust)")]
-ExpectKeysArg = Annotated[list[str] | None, Field(
+ExpectKeysArg = Annotated[list[IdStr] | None, Field(
     description="keys every checkpoint must hold, e.g. 'model'", max_length=50)]
 CellsArg = Annotated[CellSpec | None, Field(
     description="a sweep's cells (glob, expect, files): all must be there; a metric table per cell")]
 PackArg = Annotated[bool, Field(
     description="pull many small files as one tar packed on the box, verify each")]
-AcceptFromArg = Annotated[str | None, Field(
+AcceptFromArg = Annotated[HostStr | None, Field(
     description="accept mode: the producer host, whose verified copy `host` re-hashes")]
 CompareWithArg = Annotated[int | None, Field(
     description="accept mode: an earlier acceptance id to compare with, file by file")]

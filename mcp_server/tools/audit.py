@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.hosts.commands import check_path
+from mcp_server.limits import MAP_MAX, HostStr, IdStr, PathStr
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit, problems_only
 from mcp_server.run.audit.model import Check, ExpectGpu
@@ -24,24 +25,24 @@ Policy = Literal["strict", "accept-new"]
 Detail = Literal["problems", "all"]
 
 # The arguments, each with the description the model reads.
-HostArg = Annotated[str | None, Field(
+HostArg = Annotated[HostStr | None, Field(
     description='box to audit: "local", an inventory name, ssh alias or user@host')]
-HostsArg = Annotated[list[str] | None, Field(
+HostsArg = Annotated[list[HostStr] | None, Field(
     description="several boxes to audit concurrently instead of `host`", max_length=MAX_HOSTS)]
-PathsArg = Annotated[list[str] | None, Field(
+PathsArg = Annotated[list[PathStr] | None, Field(
     description="extra box paths to measure (bytes, inodes)", max_length=16)]
 ExpectGpuArg = Annotated[ExpectGpu | None, Field(
     description="what you rented: GPU name substring, count, memory per GPU")]
-PythonArg = Annotated[str | None, Field(
+PythonArg = Annotated[PathStr | None, Field(
     description="the job's interpreter (default: the profile's, else python3)")]
-CodeDirArg = Annotated[str | None, Field(
+CodeDirArg = Annotated[PathStr | None, Field(
     description="project dir on the box, scanned for CRLF scripts and framework pins")]
-ExpectFilesArg = Annotated[dict[str, str] | None, Field(
-    description="box path -> sha256 of your local copy (proves your change is deployed)")]
+ExpectFilesArg = Annotated[dict[PathStr, IdStr] | None, Field(
+    description="box path -> sha256 of your local copy (proves your change is deployed)", max_length=MAP_MAX)]
 OneJobArg = Annotated[bool, Field(
     description="with `hosts`: they form one job; adds A21 (shared filesystem), A30 (fabric, MTU)")]
-SharedPathArg = Annotated[str | None, Field(
-    description="A21: the directory every box must share (default: durable root)", max_length=4096)]
+SharedPathArg = Annotated[PathStr | None, Field(
+    description="A21: the directory every box must share (default: durable root)")]
 DetailArg = Annotated[Detail, Field(
     description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: every check in full")]
 PolicyArg = Annotated[Policy | None, Field(

@@ -8,6 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from mcp_server.limits import HostStr, IdStr, PathStr, PatternStr
 from mcp_server.run.code.prune import PrunePlan, PruneResult, confirm_prune, plan_prune
 from mcp_server.run.code.push import PushResult, push_code
 from mcp_server.tools._common import DESTRUCTIVE, LAUNCH, app_of, tool_errors
@@ -28,13 +29,12 @@ def _register_push(server: MCPServer) -> None:
     @server.tool(name="push_code", title="Push code as a snapshot", annotations=LAUNCH)
     async def push_code_tool(
         ctx: Context,
-        source: Annotated[str, Field(description="local project directory (on the machine running this server)",
-                                     max_length=4096)],
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        source: Annotated[PathStr, Field(description="local project directory (on the machine running this server)")],
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
-        project: Annotated[str | None, Field(description="the code dir's name on the box (default: the source "
+        project: Annotated[IdStr | None, Field(description="the code dir's name on the box (default: the source "
                                              "folder's name)")] = None,
-        exclude: Annotated[list[str] | None, Field(description="more gitignore patterns to leave out, e.g. "
+        exclude: Annotated[list[PatternStr] | None, Field(description="more gitignore patterns to leave out, e.g. "
                                                    "['data/', '*.ckpt']", max_length=64)] = None,
         max_file_mb: Annotated[float, Field(description="refuse any file larger than this", gt=0)] = 20.0,
         max_total_mb: Annotated[float, Field(description="refuse a tree larger than this", gt=0)] = 200.0,
@@ -62,11 +62,11 @@ def _register_prune(server: MCPServer) -> None:
     @server.tool(name="prune_code", title="Delete old code snapshots", annotations=DESTRUCTIVE)
     async def prune_code_tool(
         ctx: Context,
-        project: Annotated[str, Field(description="the project's name on the box (push_code's `project`)")],
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        project: Annotated[IdStr, Field(description="the project's name on the box (push_code's `project`)")],
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
         keep: Annotated[int, Field(description="always keep this many newest snapshots", ge=1, le=1000)] = 3,
-        token: Annotated[str | None, Field(description="omit for the plan; its token deletes exactly its "
+        token: Annotated[IdStr | None, Field(description="omit for the plan; its token deletes exactly its "
                                            "candidates")] = None,
     ) -> PruneOutput:
         """List a project's code snapshots, sizes and the runs naming them; delete old unused ones (plan, confirm).

@@ -8,6 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from mcp_server.limits import HostStr, IdStr, PathStr, UrlStr
 from mcp_server.run.data.fetch import FetchRequest, FetchResult, fetch_data
 from mcp_server.tools._common import STARTS_WORK, app_of, tool_errors
 
@@ -16,18 +17,18 @@ def register(server: MCPServer) -> None:
     @server.tool(name="fetch_data", title="Download data on the box", annotations=STARTS_WORK)
     async def fetch_data_tool(
         ctx: Context,
-        dest: Annotated[str, Field(description="box path under the durable or scratch root: a file (url) or "
-                                   "a folder (hf_repo)", max_length=4096)],
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        dest: Annotated[PathStr, Field(description="box path under the durable or scratch root: a file (url) or "
+                                       "a folder (hf_repo)")],
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
-        url: Annotated[str | None, Field(description="http(s) or ftp URL of one file")] = None,
-        hf_repo: Annotated[str | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
+        url: Annotated[UrlStr | None, Field(description="http(s) or ftp URL of one file")] = None,
+        hf_repo: Annotated[IdStr | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
         hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
-        revision: Annotated[str | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
-        sha256: Annotated[str | None, Field(description="for url: the file's expected SHA-256")] = None,
+        revision: Annotated[IdStr | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
+        sha256: Annotated[IdStr | None, Field(description="for url: the file's expected SHA-256")] = None,
         expected_gib: Annotated[float | None, Field(description="size to check room for when the source does not "
                                                     "say it", gt=0)] = None,
-        token_env: Annotated[str | None, Field(description="NAME of the server env variable holding the token "
+        token_env: Annotated[IdStr | None, Field(description="NAME of the server env variable holding the token "
                                                "(e.g. HF_TOKEN)")] = None,
         attempts: Annotated[int, Field(description="download attempts, with backoff between them", ge=1,
                                        le=50)] = 8,

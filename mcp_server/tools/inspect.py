@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import Field
 
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.inspect import DEFAULT_WINDOW_S, MAX_WINDOW_S, InspectResult, sample_run
 from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
@@ -39,8 +40,8 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Inspect a live run", annotations=READ_ONLY)
     async def inspect_run(
         ctx: Context,
-        run_id: Annotated[str, Field(description="a live run's id (launch_detached, list_runs)")],
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        run_id: Annotated[IdStr, Field(description="a live run's id (launch_detached, list_runs)")],
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
         window_s: Annotated[int, Field(description="seconds to sample, once a second", ge=2,
                                        le=MAX_WINDOW_S)] = DEFAULT_WINDOW_S,

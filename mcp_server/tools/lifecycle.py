@@ -10,15 +10,16 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_record, cancel_run
 from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
 from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
 from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, READ_ONLY, app_of, tool_errors
 
-HostArg = Annotated[str, Field(description='"local", an inventory name, ssh alias or user@host')]
-RunIdArg = Annotated[str, Field(description="run id from launch_detached or list_runs")]
-CancelIdArg = Annotated[str, Field(
+HostArg = Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or user@host')]
+RunIdArg = Annotated[IdStr, Field(description="run id from launch_detached or list_runs")]
+CancelIdArg = Annotated[IdStr, Field(
     description="run id, or a Slurm sweep's queue_id (array-...) to stop all its cells")]
 ReasonArg = Annotated[str | None, Field(
     description="why (kept in the run dir and the ledger)", max_length=500)]

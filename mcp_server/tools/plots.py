@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.curves import RunCurves, RunData, read_run_metrics, save_plot, summarize_run
 from mcp_server.run.jobs.metrics import Points, default_keys
@@ -106,12 +107,12 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Plot training curves", annotations=LAUNCH)
     async def plot_run(
         ctx: Context,
-        run_id: Annotated[str | None, Field(description="the run to plot")] = None,
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        run_id: Annotated[IdStr | None, Field(description="the run to plot")] = None,
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
-        run_ids: Annotated[list[str] | None, Field(description="several runs on the host overlaid (seeds, a sweep)",
+        run_ids: Annotated[list[IdStr] | None, Field(description="several runs on the host overlaid (seeds, a sweep)",
                                                    max_length=MAX_RUNS)] = None,
-        series: Annotated[list[str] | None, Field(description="metric keys, e.g. ['loss', 'val_acc'] (default: up to "
+        series: Annotated[list[IdStr] | None, Field(description="metric keys, e.g. ['loss', 'val_acc'] (default: up to "
                                                   "4, loss-like first)", max_length=4)] = None,
         trend_n: Annotated[int, Field(description="points in the trend and plateau window", ge=3, le=1000)] = 20,
         diverge_factor: Annotated[float, Field(description="divergence: a loss this many times its best",

@@ -8,6 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.audit.prepare import PreparePlan, PrepareResult, apply_prepare, plan_prepare
 from mcp_server.tools._common import LAUNCH, app_of, tool_errors
 
@@ -21,9 +22,10 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Prepare a fresh box", annotations=LAUNCH)
     async def prepare_box(
         ctx: Context,
-        host: Annotated[str, Field(description='"local", an inventory name, ssh alias or '
+        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
-        token: Annotated[str | None, Field(description="omit for the plan; pass its token to apply exactly it")] = None,
+        token: Annotated[IdStr | None, Field(
+            description="omit for the plan; pass its token to apply exactly it")] = None,
     ) -> PrepareOutput:
         """Prepare a fresh box from its profile: caches, mirrors, no_proxy, interpreter, tmux (plan, confirm).
 

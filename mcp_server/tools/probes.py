@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from mcp_server.hosts.base import Host
+from mcp_server.limits import HostStr
 from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
 from mcp_server.verify.probes import ProbeInputs, ProbeResult
 from mcp_server.verify.probes import run_probe as run_probe_on
@@ -22,7 +23,7 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         inputs: Annotated[ProbeInputs, Field(description="the probe and its inputs (numbers inline, or "
                                              "`file: {path, host?}` on a box)")],
-        host: Annotated[str, Field(description='box holding file inputs: "local", an inventory name, ssh alias or '
+        host: Annotated[HostStr, Field(description='box holding file inputs: "local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
         run_id: Annotated[str | None, Field(description="the run this finding is about (links it in the ledger)",
                                             max_length=128)] = None,

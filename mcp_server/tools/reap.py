@@ -8,6 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.audit.gpu_checks import ZOMBIE_MIN_AGE_S
 from mcp_server.run.audit.reap import ReapPlan, ReapResult, execute_reap, plan_reap
 from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
@@ -27,8 +28,8 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Free zombie VRAM", annotations=DESTRUCTIVE)
     async def reap_vram(
         ctx: Context,
-        host: Annotated[str, Field(description=HOST)] = "local",
-        token: Annotated[str | None, Field(description=TOKEN)] = None,
+        host: Annotated[HostStr, Field(description=HOST)] = "local",
+        token: Annotated[IdStr | None, Field(description=TOKEN)] = None,
         min_age_s: Annotated[int, Field(description=MIN_AGE, ge=0, le=86_400)] = ZOMBIE_MIN_AGE_S,
     ) -> ReapOutput:
         """Free VRAM held by zombie processes (audit_box A8): without a token, the plan; with it, TERM then KILL.

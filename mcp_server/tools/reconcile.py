@@ -11,22 +11,23 @@ from pydantic import Field
 from mcp_server import untrusted
 from mcp_server.deliver.models import ReconcileReport
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
+from mcp_server.limits import HostStr, PathStr
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 
 # The arguments, each with the description the model reads.
-EvidenceArg = Annotated[str, Field(
+EvidenceArg = Annotated[PathStr, Field(
     description="EVIDENCE.json or its folder (document paths are relative to it)")]
-DocumentsArg = Annotated[list[str], Field(
+DocumentsArg = Annotated[list[PathStr], Field(
     description="files, folders (.md .tex .txt .csv in them) or globs, e.g. paper/**/*.tex",
     min_length=1, max_length=200)]
 ModeArg = Annotated[Literal["precision", "strict"], Field(
     description="precision: 31.4 matches 31.42 and 76.12% matches 0.7612; strict: exact")]
 RenderArg = Annotated[bool, Field(
     description="also render LaTeX macros and Markdown/LaTeX tables from the evidence")]
-RenderDirArg = Annotated[str | None, Field(
+RenderDirArg = Annotated[PathStr | None, Field(
     description="write rendered files into this host folder instead of returning them")]
-HostArg = Annotated[str, Field(
+HostArg = Annotated[HostStr, Field(
     description='box holding the project: "local", an inventory name, ssh alias or user@host')]
 ViewArg = Annotated[Literal["findings", "numbers"], Field(
     description="the list to page: findings, or numbers (one status record per evidence row)")]

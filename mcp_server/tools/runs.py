@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -13,9 +13,10 @@ from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.slurm_options import SlurmOptions
+from mcp_server.limits import MAP_MAX, CommandStr, HostStr, IdStr, MaxLength, PathStr, PatternStr, ValueStr
 from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
-from mcp_server.run.jobs.launch import MAX_PROBE_S, LaunchRequest, LaunchResult, launch
+from mcp_server.run.jobs.launch import ENV_STRING_MAX, MAX_PROBE_S, LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
@@ -27,28 +28,31 @@ from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
-HostArg = Annotated[str, Field(description='"local", an inventory name, ssh alias or user@host')]
+EnvValueStr = Annotated[str, MaxLength(ENV_STRING_MAX)]
+HostArg = Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or user@host')]
 
 # launch_detached
-CommandArg = Annotated[str | None, Field(description="shell command to run, e.g. 'python train.py --cfg a.yaml'")]
-HostsArg = Annotated[list[str] | None, Field(
+CommandArg = Annotated[CommandStr | None, Field(
+    description="shell command to run, e.g. 'python train.py --cfg a.yaml'")]
+HostsArg = Annotated[list[HostStr] | None, Field(
     description="launch the same command on several boxes; one outcome each", max_length=32)]
-CommandsArg = Annotated[list[str] | None, Field(
+CommandsArg = Annotated[list[CommandStr] | None, Field(
     description="several commands for ONE host, queued (Slurm: one job array); a run id each",
     max_length=256)]
 MaxConcurrentArg = Annotated[int, Field(
     description="how many of `commands` run at once (Slurm: %K)", ge=1, le=64)]
-NameArg = Annotated[str | None, Field(
+NameArg = Annotated[IdStr | None, Field(
     description="run name (letters, digits . _ -); a live run of it is returned instead")]
-WorkdirArg = Annotated[str | None, Field(
+WorkdirArg = Annotated[PathStr | None, Field(
     description="absolute box directory to run in (default: the durable root)")]
-RerunArg = Annotated[str | None, Field(
+RerunArg = Annotated[IdStr | None, Field(
     description="a run id to launch again with its exact config (give no command)")]
-CodeArg = Annotated[str | None, Field(
+CodeArg = Annotated[IdStr | None, Field(
     description="a push_code snapshot <project>/<id> to run in")]
-EnvArg = Annotated[dict[str, str] | None, Field(description="non-secret environment variables for the job")]
-SecretEnvArg = Annotated[list[str] | None, Field(
-    description="NAMES of server env variables passed to the job via stdin, never argv or files")]
+EnvArg = Annotated[dict[IdStr, EnvValueStr] | None, Field(description="non-secret environment variables for the job",
+                                                             max_length=MAP_MAX)]
+SecretEnvArg = Annotated[list[IdStr] | None, Field(
+    description="NAMES of server env variables passed to the job via stdin, never argv or files", max_length=MAP_MAX)]
 BackendArg = Annotated[Literal["shell", "tmux", "slurm"] | None, Field(
     description="shell (setsid), tmux (attachable) or slurm (sbatch; the default on a slurm host)")]
 LoginNodeArg = Annotated[str | None, Field(
@@ -66,23 +70,23 @@ RelaunchArg = Annotated[bool, Field(description="start again a name whose last r
 MinFreeGibArg = Annotated[float, Field(
     description="disk gate: refuse when the durable root has less free space", ge=0)]
 MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)]
-OutputsArg = Annotated[list[str] | None, Field(
+OutputsArg = Annotated[list[PatternStr] | None, Field(
     description="files the run must produce (globs under output_root); verify and teardown check them",
     max_length=256)]
-OutputRootArg = Annotated[str | None, Field(description="where outputs live on the box (default: workdir)")]
+OutputRootArg = Annotated[PathStr | None, Field(description="where outputs live on the box (default: workdir)")]
 OnExitArg = Annotated[str | None, Field(
     description="shell command run on the box when the run ends, e.g. a webhook ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
-SyncArg = Annotated[list[str] | None, Field(
+SyncArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
     max_length=64)]
 StartIndexArg = Annotated[int, Field(
     description="queue: first cell to run (from 1), to resume a sweep", ge=1)]
 
 # tail_logs
-RunIdArg = Annotated[str | None, Field(description="run id from launch_detached or list_runs")]
-PathArg = Annotated[str | None, Field(
-    description="or a log file under the box's durable or scratch root", max_length=4096)]
+RunIdArg = Annotated[IdStr | None, Field(description="run id from launch_detached or list_runs")]
+PathArg = Annotated[PathStr | None, Field(
+    description="or a log file under the box's durable or scratch root")]
 OffsetArg = Annotated[int | None, Field(
     description="byte offset to read from: pass the previous next_offset", ge=0, le=2**53)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
@@ -91,22 +95,23 @@ StallArg = Annotated[float, Field(
     description="warn when a running job's log has not grown for this long", ge=30)]
 
 # aggregate_results
-CellsArg = Annotated[str, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
-AggregateNameArg = Annotated[str, Field(description="destination: <durable_root>/results/<name>/<cell>/")]
-SourceRootArg = Annotated[str | None, Field(description="box directory holding the cells (default: scratch root)")]
-MarkerArg = Annotated[str, Field(description="file whose presence marks a cell finished")]
-CellFilesArg = Annotated[list[str] | None, Field(
+CellsArg = Annotated[PatternStr, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
+AggregateNameArg = Annotated[IdStr, Field(description="destination: <durable_root>/results/<name>/<cell>/")]
+SourceRootArg = Annotated[PathStr | None, Field(description="box directory holding the cells (default: scratch root)")]
+MarkerArg = Annotated[IdStr, Field(description="file whose presence marks a cell finished")]
+CellFilesArg = Annotated[list[PatternStr] | None, Field(
     description="globs of the files to copy within a cell (default: all)", max_length=64)]
 
 # list_runs
-OptionalHostArg = Annotated[str | None, Field(
+OptionalHostArg = Annotated[HostStr | None, Field(
     description="one box; omit for every known host")]
 ListLimitArg = Annotated[int, Field(description="runs per page (per host), newest first", ge=1, le=MAX_LIMIT)]
-CursorArg = Annotated[str | None, Field(description="next_cursor from the previous page (needs `host`)")]
-StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']")]
+CursorArg = Annotated[ValueStr | None, Field(description="next_cursor from the previous page (needs `host`)")]
+StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']",
+                                                   max_length=len(get_args(RunStatus)))]
 NameGlobArg = Annotated[str | None, Field(description="glob on the run name (run id when unnamed), e.g. 'sweep*'",
                                           max_length=200)]
-SinceArg = Annotated[str | None, Field(description="only runs started since (ISO 8601 or epoch seconds)")]
+SinceArg = Annotated[IdStr | None, Field(description="only runs started since (ISO 8601 or epoch seconds)")]
 
 
 class LaunchOutcome(BaseModel):

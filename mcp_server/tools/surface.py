@@ -77,6 +77,15 @@ _VALIDATION = re.compile(r"^Error executing tool (?P<tool>\w+): \d+ validation e
 MISSING_HINTS = {("teardown", "token"): "call plan_teardown first: it returns the plan and the token teardown needs"}
 
 
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _shown_path(path: str) -> str:
+    """pydantic's field path with every segment that is not a plain name or index shown as <key>:
+    a map key is the caller's input, and an error never quotes input back."""
+    return ".".join(seg if _PLAIN_SEGMENT.fullmatch(seg) else "<key>" for seg in path.split("."))
+
+
 def coded_validation(result: dict[str, Any]) -> dict[str, Any]:
     """An argument the SDK refused before the tool ran (pydantic's own message) as our coded
     BAD_INPUT error: each field with what is wrong, never the value given, and the next step."""
@@ -88,7 +97,7 @@ def coded_validation(result: dict[str, Any]) -> dict[str, Any]:
     tool, problems, field = m["tool"], [], ""
     for line in m["body"].splitlines():  # "field" then "  message [type=...]" then "    For further ..."
         if not line.startswith(" "):
-            field = line.strip()
+            field = _shown_path(line.strip())
         elif not line.startswith("    ") and field:
             problems.append(f"{field}: {line.strip().split(' [type=')[0]}")
     problems = problems[:5]

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from mcp_server.app import App
 from mcp_server.errors import GateRefused, InputError
 from mcp_server.hosts.pool import HostSpec
+from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.teardown.execute import Ask, check_token, execute, question, refuse_if_changed
 from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
 from mcp_server.tools._common import DESTRUCTIVE, READ_ONLY, app_of, tool_errors
@@ -97,8 +98,8 @@ def _register_plan(server: MCPServer) -> None:
     @server.tool(title="Plan a teardown", annotations=READ_ONLY)
     async def plan_teardown(
         ctx: Context,
-        action: Annotated[str, Field(description=ACTION)],
-        host: Annotated[str, Field(description=HOST)] = "local",
+        action: Annotated[IdStr, Field(description=ACTION)],
+        host: Annotated[HostStr, Field(description=HOST)] = "local",
         allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownPlan:
         """Plan stopping the meter: what stops and keeps billing, what is lost, every gate, a token when ready. \
@@ -124,10 +125,10 @@ def _register_teardown(server: MCPServer) -> None:
     @server.tool(title="Tear down (with a plan's token)", annotations=DESTRUCTIVE)
     async def teardown(
         ctx: Context,
-        action: Annotated[str, Field(description=ACTION)],
-        token: Annotated[str, Field(description=TOKEN)],
+        action: Annotated[IdStr, Field(description=ACTION)],
+        token: Annotated[IdStr, Field(description=TOKEN)],
         reply: Annotated[ElicitationResult[Confirm], Resolve(_ask_user)],
-        host: Annotated[str, Field(description=HOST)] = "local",
+        host: Annotated[HostStr, Field(description=HOST)] = "local",
         allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownResult:
         """Run the plan a plan_teardown token names, once, on the user's explicit yes: gates re-checked, the \

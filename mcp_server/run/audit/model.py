@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from mcp_server.hosts.base import parse_kv
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import reference_uri
+from mcp_server.limits import IdStr
 from mcp_server.run.audit.nvidia import ComputeApp, Gpu, parse_apps, parse_clocks, parse_gpus
 from mcp_server.run.audit.probe import ProbeSection
 from mcp_server.run.audit.smi_report import parse_query_report
@@ -41,7 +42,7 @@ def check(cid: str, title: str, status: Status, evidence: str, subject: str | No
 class ExpectGpu(BaseModel):
     """What the user rented, to compare against what the box has."""
 
-    name: str | None = Field(default=None, description="substring of the GPU name, e.g. 'H100 80GB'")
+    name: IdStr | None = Field(default=None, description="substring of the GPU name, e.g. 'H100 80GB'")
     count: int | None = Field(default=None, ge=1, le=64)
     min_memory_gib: float | None = Field(default=None, gt=0)
 

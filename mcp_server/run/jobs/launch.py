@@ -26,6 +26,7 @@ from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.ledger import Ledger
+from mcp_server.limits import COMMAND_MAX
 from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
@@ -51,7 +52,7 @@ Outcome = Literal["running", "exited_early", "already_running", "already_finishe
 
 
 class LaunchRequest(BaseModel):
-    command: str = Field(min_length=1, max_length=64_000)
+    command: str = Field(min_length=1, max_length=COMMAND_MAX)
     name: str | None = None
     workdir: str | None = None
     code: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[0-9a-f]{16}$",

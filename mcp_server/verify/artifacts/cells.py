@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcp_server.errors import InputError
 from mcp_server.globs import MatchBudget, glob_regex
+from mcp_server.limits import PatternStr
 from mcp_server.verify.artifacts.checks import FileVerdict
 from mcp_server.verify.artifacts.roster import OWN_FILES, RemoteEntry, RosterFinding, check_pattern, is_glob
 
@@ -21,9 +22,10 @@ MAX_METRICS = 16
 class CellSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    glob: str = Field(description="each cell's directory under root, e.g. 'sweep/lr=*'")
+    glob: PatternStr = Field(description="each cell's directory under root, e.g. 'sweep/lr=*'")
     expect: int = Field(ge=1, le=100_000, description="how many cells there must be")
-    files: list[str] = Field(min_length=1, max_length=50, description="files each cell must hold, e.g. ['best.pth']")
+    files: list[PatternStr] = Field(min_length=1, max_length=50,
+                                    description="files each cell must hold, e.g. ['best.pth']")
 
     @field_validator("glob")
     @classmethod

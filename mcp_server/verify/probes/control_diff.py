@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.limits import ValueStr
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import ProbeFinding, listed, next_probe
 from mcp_server.verify.probes.sources import ConfigSource, load_config
@@ -25,10 +26,10 @@ class ControlDiffInputs(BaseModel):
     probe: Literal["control_diff"]
     run: ConfigSource = Field(description="resolved config of the run (inline mapping or YAML/JSON/TOML file)")
     control: ConfigSource = Field(description="resolved config of the control / baseline / failing run")
-    ablated: list[str] = Field(default_factory=list, max_length=50,
+    ablated: list[ValueStr] = Field(default_factory=list, max_length=50,
                                description="dotted keys declared as the change; a key covers its sub-keys "
                                "(`optimizer` covers `optimizer.lr`)")
-    ignore: list[str] = Field(default_factory=list, max_length=100,
+    ignore: list[ValueStr] = Field(default_factory=list, max_length=100,
                               description="dotted keys or globs allowed to differ without meaning "
                               "(run name, output dir, tracker ids), e.g. `wandb.*`")
     compare: Literal["ablation", "working_vs_failing"] = Field(

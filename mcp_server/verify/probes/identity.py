@@ -10,13 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.limits import ValueStr
 from mcp_server.verify.probes.refs import DEFAULT_HASH_BYTES, MAX_HASH_BYTES, FileRef, InputReader
 from mcp_server.verify.probes.result import ProbeFinding, next_probe
 
 CATALOG = ["VP15", "SH6"]
 QUESTION = "Are these two checkpoints/runs the same bytes, and were they meant to be?"
 _HEX = r"^(?:[sS][hH][aA]256:)?[0-9a-fA-F]{64}$"
-FlagValue = bool | int | float | str
+FlagValue = bool | int | float | ValueStr
 
 # canonical knob -> (accepted key suffixes, predicate on the value)
 _KNOBS: dict[str, tuple[tuple[str, ...], Callable[[FlagValue], bool]]] = {
@@ -36,7 +37,7 @@ class RunIdentity(BaseModel):
     sha256: str | None = Field(default=None, pattern=_HEX, description="declared content hash")
     file: FileRef | None = Field(default=None, description="checkpoint on a box: hashed by streaming it")
     seed: int | None = None
-    flags: dict[str, FlagValue] = Field(default_factory=dict, max_length=64, description="determinism flags "
+    flags: dict[ValueStr, FlagValue] = Field(default_factory=dict, max_length=64, description="determinism flags "
                                         "as logged, e.g. {'torch.backends.cudnn.benchmark': false}")
     metric: float | None = Field(default=None, description="the run's headline metric, if any")
 

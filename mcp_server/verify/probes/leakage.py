@@ -14,6 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcp_server.errors import InputError
+from mcp_server.limits import IdStr, ValueStr
 from mcp_server.verify.probes.parse import column, detect, parse_lines, parse_npy, parse_rows
 from mcp_server.verify.probes.refs import FileRef, InputReader
 from mcp_server.verify.probes.result import ProbeFinding, Verdict, listed, next_probe
@@ -30,19 +31,19 @@ class Split(BaseModel):
     (TXT one id per line, .npy of ids, CSV/TSV/JSONL/JSON table, or a file manifest with sha256)."""
 
     model_config = ConfigDict(extra="forbid")
-    ids: list[str] | None = Field(default=None, max_length=MAX_INLINE)
-    hashes: list[str] | None = Field(default=None, max_length=MAX_INLINE, description="content hash per id")
-    groups: list[str] | None = Field(default=None, max_length=MAX_INLINE, description="entity key per id "
+    ids: list[ValueStr] | None = Field(default=None, max_length=MAX_INLINE)
+    hashes: list[ValueStr] | None = Field(default=None, max_length=MAX_INLINE, description="content hash per id")
+    groups: list[ValueStr] | None = Field(default=None, max_length=MAX_INLINE, description="entity key per id "
                                      "(patient, scene, speaker)")
-    times: list[float | str] | None = Field(default=None, max_length=MAX_INLINE,
+    times: list[float | ValueStr] | None = Field(default=None, max_length=MAX_INLINE,
                                             description="timestamp per id (number or ISO-8601)")
     file: FileRef | None = None
-    id_field: str | None = Field(default=None, description="table column with the sample id "
+    id_field: IdStr | None = Field(default=None, description="table column with the sample id "
                                  "(default `path` for file manifests)")
-    hash_field: str | None = Field(default=None, description="table column with the content hash "
+    hash_field: IdStr | None = Field(default=None, description="table column with the content hash "
                                    "(default `sha256` when present)")
-    group_field: str | None = None
-    time_field: str | None = None
+    group_field: IdStr | None = None
+    time_field: IdStr | None = None
     hash_rows: bool = Field(default=False, description="hash each table row's other fields as its content")
 
     @model_validator(mode="after")
@@ -60,7 +61,7 @@ class Selection(BaseModel):
     """How the epoch, checkpoint, hyper-parameters or threshold were selected."""
 
     model_config = ConfigDict(extra="forbid")
-    selection_split: str | None = Field(default=None, description="split the selection metric was read on")
+    selection_split: IdStr | None = Field(default=None, description="split the selection metric was read on")
     test_evaluations: int | None = Field(default=None, ge=0, description="times the test split was scored "
                                          "during development")
 
@@ -70,12 +71,12 @@ class LeakageInputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     probe: Literal["leakage"]
-    splits: dict[str, Split] = Field(min_length=2, max_length=8, description="split name -> its ids")
+    splits: dict[IdStr, Split] = Field(min_length=2, max_length=8, description="split name -> its ids")
     id_kind: Literal["sample_id", "file_name"] = Field(
         default="sample_id", description="sample_id: an id names one sample, so a shared id is a shared "
         "sample; file_name: names can collide across splits (1.png in both), only hashes decide")
-    train_split: str = "train"
-    test_split: str = "test"
+    train_split: IdStr = "train"
+    test_split: IdStr = "test"
     selection: Selection | None = None
 
 

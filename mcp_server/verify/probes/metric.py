@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.limits import IdStr
 from mcp_server.verify.probes.directions import Direction, direction_of, normalise
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import ProbeFinding, Verdict, next_probe, num
@@ -36,7 +37,7 @@ class MetricSanityInputs(BaseModel):
     direction: Direction | None = Field(default=None, description="the direction the claim assumes")
     n: int | None = Field(default=None, ge=0, description="items scored")
     std: float | None = Field(default=None, ge=0, description="per-item std (standard error of non-proportions)")
-    split: str | None = Field(default=None, description="split the value was measured on")
+    split: IdStr | None = Field(default=None, description="split the value was measured on")
     batch_size: int | None = Field(default=None, ge=2, description="B: InfoNCE chance ln B, in-batch retrieval 1/B")
     num_classes: int | None = Field(default=None, ge=2, description="k: accuracy chance 1/k, CE at init ln k")
     chance_kind: ChanceKind = "auto"

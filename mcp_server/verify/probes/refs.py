@@ -16,6 +16,7 @@ from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.files import read_bytes
+from mcp_server.limits import HostStr, PathStr
 from mcp_server.verify.probes.result import FileRead
 
 FileFormat = Literal["auto", "yaml", "json", "toml", "csv", "tsv", "jsonl", "npy", "lines"]
@@ -34,8 +35,8 @@ class FileRef(BaseModel):
     """A file on a box, read through the host layer and bounded in size."""
 
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="path on the box, absolute or ~/...")
-    host: str | None = Field(default=None, description="box holding the file (default: the call's `host`)")
+    path: PathStr = Field(description="path on the box, absolute or ~/...")
+    host: HostStr | None = Field(default=None, description="box holding the file (default: the call's `host`)")
     format: FileFormat = Field(default="auto", description="how to parse it; auto = from the extension")
     max_bytes: int = Field(default=DEFAULT_FILE_BYTES, ge=1, le=MAX_FILE_BYTES,
                            description="refuse the file (before transferring it) when larger")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import InputError
+from mcp_server.limits import IdStr
 from mcp_server.verify import stats
 from mcp_server.verify.probes.directions import Direction, resolve
 from mcp_server.verify.probes.refs import InputReader
@@ -48,7 +49,7 @@ class SeedVarianceInputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     probe: Literal["seed_variance"]
-    metric: str | None = None
+    metric: IdStr | None = None
     direction: Direction | None = Field(default=None, description="higher or lower is better "
                                         "(from the metric name when known)")
     baseline: Arm

@@ -4,12 +4,13 @@ data and raise InputError naming the file, the column and what was expected."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from mcp_server import lazy
 from mcp_server.errors import InputError
+from mcp_server.limits import IdStr, ValueStr
 from mcp_server.verify.probes.parse import column, detect, parse_config, parse_npy, parse_rows, to_float
 from mcp_server.verify.probes.refs import FileRef, InputReader
 
@@ -43,7 +44,7 @@ class Series(_OneOf):
     values: list[float | None] | None = Field(
         default=None, max_length=MAX_INLINE,
         description="inline numbers; null marks a value that was logged as NaN/inf")
-    column: str | None = Field(default=None, description="table column (or JSONL field) holding the numbers")
+    column: IdStr | None = Field(default=None, description="table column (or JSONL field) holding the numbers")
 
     def _inline(self) -> Any:
         return self.values
@@ -52,9 +53,9 @@ class Series(_OneOf):
 class KeyedSeries(Series):
     """A series whose rows carry a key (step for curves, item id for per-item scores)."""
 
-    keys: list[str | int | float] | None = Field(default=None, max_length=MAX_INLINE,
+    keys: list[ValueStr | int | float] | None = Field(default=None, max_length=MAX_INLINE,
                                            description="inline keys aligned with `values`")
-    key_column: str | None = Field(default=None, description="table column holding the key")
+    key_column: IdStr | None = Field(default=None, description="table column holding the key")
 
 
 async def load_series(src: Series, reader: InputReader, what: str) -> tuple[list[float | None], list[Any] | None]:
@@ -93,7 +94,7 @@ async def load_series(src: Series, reader: InputReader, what: str) -> tuple[list
 class Matrix(_OneOf):
     """A [rows, features] matrix: inline rows, a 2-D .npy, or a numeric CSV/TSV table."""
 
-    rows: list[list[float]] | None = Field(default=None, max_length=MAX_INLINE,
+    rows: list[Annotated[list[float], Field(max_length=MAX_INLINE)]] | None = Field(default=None, max_length=MAX_INLINE,
                                            description="inline rows of equal length")
 
     def _inline(self) -> Any:
@@ -126,7 +127,8 @@ async def load_matrix(src: Matrix, reader: InputReader, what: str) -> np.ndarray
 class ConfigSource(_OneOf):
     """A resolved config: inline mapping, or a YAML/JSON/TOML file."""
 
-    inline: dict[str, JsonValue] | None = Field(default=None, description="the resolved config itself")
+    inline: dict[ValueStr, JsonValue] | None = Field(default=None, max_length=MAX_INLINE,
+                                                     description="the resolved config itself")
 
     def _inline(self) -> Any:
         return self.inline

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server import lazy
 from mcp_server.errors import InputError
+from mcp_server.limits import IdStr
 from mcp_server.verify.probes.directions import Direction, resolve
 from mcp_server.verify.probes.refs import InputReader
 from mcp_server.verify.probes.result import NextProbe, ProbeFinding, next_probe, num
@@ -39,7 +40,7 @@ class TrajectoryInputs(BaseModel):
     run: Curve
     control: Curve | None = None
     grad_norm: Curve | None = Field(default=None, description="the run's gradient-norm history, if logged")
-    metric: str | None = Field(default=None, description="metric name; sets the direction when known")
+    metric: IdStr | None = Field(default=None, description="metric name; sets the direction when known")
     direction: Direction | None = Field(default=None, description="higher or lower is better (required "
                                         "when the metric name is not in the direction table)")
     chance: float | None = Field(default=None, description="the metric's chance floor (ln B, 1/k, ln C)")
