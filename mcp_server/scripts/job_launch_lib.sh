@@ -44,6 +44,3 @@ rgt_disk() {
     # shellcheck disable=SC2086
     set -- $_rgt_i; INODES=${2:-} IFREE=${4:-}
   fi; }
-
-# rgt_fill TEXT MARK VALUE: FILLED becomes TEXT with its first MARK replaced by VALUE.
-rgt_fill() { case $1 in *"$2"*) FILLED=${1%%"$2"*}$3${1#*"$2"};; *) FILLED=$1;; esac; }

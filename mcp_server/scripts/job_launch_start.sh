@@ -23,13 +23,16 @@ rgt_disk "$base"
 case "$AVAIL_KIB${INODES:-0}${IFREE:-0}" in *[!0-9]*|'') ;; *)
   if [ "$AVAIL_KIB" -lt "$min_kib" ] || { [ "${INODES:-0}" -gt 0 ] && [ "${IFREE:-0}" -lt "$min_inodes" ]; }; then
     echo RGT-DISK-GATE; exit 0; fi;; esac
-# The code's state as the run starts: the box's answer fills the record's marks.
+# The code's state as the run starts: the record arrives open at its git fields, which the box
+# appends (JSON tokens) with the closing brace.
 if [ "$fill_git" = 1 ]; then rgt_git "$wd"
   case "$GIT_COMMIT" in ''|*[!0-9a-f]*) commit=null;; *) commit="\"$GIT_COMMIT\"";; esac
   case "$GIT_DIRTY" in 1) dirty=true;; 0) dirty=false;; *) dirty=null;; esac
   printf 'git_commit=%s\ngit_dirty=%s\n' "$commit" "$dirty"
-  rgt_fill "$record" "\"@rgt:$run_id:git_commit@\"" "$commit"
-  rgt_fill "$FILLED" "\"@rgt:$run_id:git_dirty@\"" "$dirty"; record=$FILLED
+  record="$record$commit,
+  \"git_dirty\": $dirty
+}
+"
 fi
 if [ -n "$name" ]; then
   lock="$base/locks/$name" name_file="$base/names/$name"
@@ -51,8 +54,9 @@ if [ -n "$name" ]; then printf '%s\n' "$run_id" > "$name_file.tmp" && mv -f "$na
 echo "RGT-STARTED $run_id"
 # The wrapper records its pid within a moment; then wait for an early exit. An engine whose job
 # starts later, elsewhere (a Slurm queue), sets RGT_PID_WAIT=0 in its library: nothing to probe here.
-[ "${RGT_PID_WAIT:-150}" = 0 ] && exit 0
-i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt "${RGT_PID_WAIT:-150}" ]; do sleep 0.02; i=$((i+1)); done
+# Polled every 5 ms for up to 3 s: a wrapper records its pid within a few milliseconds.
+[ "${RGT_PID_WAIT:-600}" = 0 ] && exit 0
+i=0; while [ ! -f "$d/pid" ] && [ ! -f "$d/exit_code" ] && [ $i -lt "${RGT_PID_WAIT:-600}" ]; do sleep 0.005; i=$((i+1)); done
 i=0; while [ ! -f "$d/exit_code" ] && [ $i -lt "$ticks" ]; do sleep 0.2; i=$((i+1)); done
 printf 'state=%s\n' "$(rgt_state "$d")"
 echo RGT-LOG; tail -c "$tail_bytes" "$d/log" 2>/dev/null

@@ -17,11 +17,19 @@ rgt_oom() { rel=
 # variables are prefixed: a library function shares the caller's names.
 rgt_field() { while read -r _rgt_k _rgt_v; do [ "$_rgt_k" = "$1" ] && { printf '%s\n' "$_rgt_v"; return; }
   done 2>/dev/null < "$2"; }
-rgt_alive() { pid=$2; [ -n "$pid" ] || return 1
-  [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 1
-  st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "${st#Z}" = "$st" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$3"; }
+# rgt_read FILE: LINE becomes FILE's first line ("" when it cannot be read), read by the shell
+# itself: status reads run for every run on every poll, and a process per file adds up.
+rgt_read() { LINE=; { IFS= read -r LINE || :; } 2>/dev/null < "$1"; }
+# rgt_alive DIR PID WRAPPER: the run's wrapper process is alive (same boot, not a zombie, and its
+# command line names WRAPPER: a reused pid is not the run).
+rgt_alive() { pid=$2; case $pid in ''|*[!0-9]*) return 1;; esac
+  rgt_read /proc/sys/kernel/random/boot_id; _rgt_boot=$LINE; rgt_read "$1/boot_id"
+  [ "$_rgt_boot" = "$LINE" ] || return 1
+  if [ -r /proc/self/stat ]; then rgt_read "/proc/$pid/stat"; [ -n "$LINE" ] || return 1
+    case ${LINE##*) } in Z*|X*) return 1;; esac
+  else st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "${st#Z}" = "$st" ] || return 1; fi
+  grep -qF -- "$3" "/proc/$pid/cmdline" 2>/dev/null; }
 # rgt_orphans DIR: "pid command, ..." of the run's processes still alive after its wrapper died
 # (same boot; the shell that sources cmd.sh names it in its arguments); empty when none.
 rgt_orphans() { [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat "$1/boot_id" 2>/dev/null)" ] || return 0
@@ -31,14 +39,14 @@ rgt_orphans() { [ "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" = "$(cat 
     BEGIN { n = split(s, a, "\n"); for (i = 1; i <= n; i++) seed[a[i]] = 1 }
     $3 !~ /^Z/ && ($2 == g || ($1 in seed)) { printf "%s%s %s", sep, $1, $4; sep = ", " }'; }
 rgt_state() { d=$1
-  lsz=$(stat -c %s "$d/log" 2>/dev/null || echo -); lmt=$(stat -c %Y "$d/log" 2>/dev/null || echo -)
-  if [ -f "$d/cancelled" ] && ! rgt_alive "$d" "$(cat "$d/pid" 2>/dev/null)" "$d/wrapper.sh" && [ -z "$(rgt_orphans "$d")" ]; then
+  if _rgt_st=$(stat -c '%s %Y' "$d/log" 2>/dev/null); then lsz=${_rgt_st% *} lmt=${_rgt_st#* }; else lsz=- lmt=-; fi
+  rgt_read "$d/pid"; pid=$LINE
+  if [ -f "$d/cancelled" ] && ! rgt_alive "$d" "$pid" "$d/wrapper.sh" && [ -z "$(rgt_orphans "$d")" ]; then
     printf 'cancelled\t%s\t%s\t%s\t%s\n' "$(cat "$d/exit_code" 2>/dev/null || echo -)" \
       "$(stat -c %Y "$d/cancelled" 2>/dev/null || echo -)" "$lsz" "$lmt"; return; fi
-  if [ -f "$d/exit_code" ]; then ec=$(cat "$d/exit_code")
-    printf 'exited\t%s\t%s\t%s\t%s' "$ec" "$(cat "$d/ended_at" 2>/dev/null || echo -)" "$lsz" "$lmt"
+  if [ -f "$d/exit_code" ]; then rgt_read "$d/exit_code"; ec=$LINE; rgt_read "$d/ended_at"
+    printf 'exited\t%s\t%s\t%s\t%s' "$ec" "${LINE:--}" "$lsz" "$lmt"
     if [ "$ec" = 0 ] && [ -f "$d/sync_spec" ]; then printf '\t%s\n' "$(rgt_sync_state "$d")"; else echo; fi; return; fi
-  pid=$(cat "$d/pid" 2>/dev/null)
   if rgt_alive "$d" "$pid" "$d/wrapper.sh"; then printf 'alive\t%s\t-\t%s\t%s\n' "$pid" "$lsz" "$lmt"; return; fi
   if [ -z "$pid" ] && [ -f "$d/queued" ]; then
     q=$(cat "$d/queued"); qd=$(dirname "$d")/$q

@@ -16,7 +16,7 @@ from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.limits import MAP_MAX, CommandStr, HostStr, IdStr, MaxLength, PathStr, PatternStr, ValueStr
 from mcp_server.progress import Report
 from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, aggregate_cells
-from mcp_server.run.jobs.launch import ENV_STRING_MAX, MAX_PROBE_S, LaunchRequest, LaunchResult, launch
+from mcp_server.run.jobs.launch import ENV_TOTAL_MAX, MAX_PROBE_S, LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
@@ -28,7 +28,8 @@ from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
-EnvValueStr = Annotated[str, MaxLength(ENV_STRING_MAX)]
+# Above the launch's own 128 KiB check (E2BIG), which explains that value and what to do instead.
+EnvValueStr = Annotated[str, MaxLength(ENV_TOTAL_MAX)]
 HostArg = Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or user@host')]
 
 # launch_detached

@@ -39,19 +39,15 @@ def record_text(record: RunRecord) -> str:
     return file_text(record.model_dump_json(by_alias=True, indent=2))
 
 
-def _mark(record: RunRecord, field: str) -> str:
-    """A JSON string the box replaces with its answer: named by the run id, which no value the
-    caller gave can know in advance."""
-    return f"@rgt:{record.run_id}:{field}@"
-
-
 def box_record_text(record: RunRecord, fill_git: bool) -> str:
-    """run.json as sent: with marks where the box fills in the workdir's git state."""
+    """run.json as sent. With `fill_git` it stops where the git state goes, last: the box appends
+    its answer and the closing brace (a plain concatenation, whatever the size of the record)."""
     if not fill_git:
         return record_text(record)
     data = json.loads(record.model_dump_json(by_alias=True))
-    data["git_commit"], data["git_dirty"] = _mark(record, "git_commit"), _mark(record, "git_dirty")
-    return file_text(json.dumps(data, indent=2, ensure_ascii=False))
+    del data["git_commit"], data["git_dirty"]
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return text[: text.rindex("}")].rstrip() + ',\n  "git_commit": '
 
 
 def fills_git(record: RunRecord) -> bool:
