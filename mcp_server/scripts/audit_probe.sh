@@ -8,7 +8,8 @@
 #            MOUNT_COUNT MOUNT... CACHE_COUNT CACHE_DIR... EXPECTED_FILE...
 # PYTHON, PROXY_HOOK and CODE_DIR may be empty (first python on PATH / no hook / no code
 # checks); SLURM is 1 on a Slurm login node (the cluster's partitions, your pending jobs and
-# limits are read too). `rgt_state` (the jobs' state functions) is defined ahead of this script.
+# limits are read too). `rgt_state` (the jobs' state functions) and box_interp.sh's `rgt_interps`
+# are defined ahead of this script.
 
 # S name cmd... : one marked section with its exit code.
 S() { rgt_sec=$1; shift; printf '%s%s\n' '@@RGT-BEGIN ' "$rgt_sec"; "$@" 2>&1; rgt_rc=$?; printf '\n%s%s %s\n' '@@RGT-END ' "$rgt_sec" "$rgt_rc"; }
@@ -163,29 +164,11 @@ except Exception as exc:
 sys.stdout.write(json.dumps(out) + "\n")
 '
 
-# interp ROLE PATH: an interpreter, whether it can import torch (found, not imported: fast) and
-# which of python/python3 its directory holds.
-interp() {
-  if [ -z "$2" ] || [ ! -x "$2" ]; then printf '%s=-\n' "$1"; return 0; fi
-  t=$(T 20 "$2" -c 'import importlib.util as u; print(int(u.find_spec("torch") is not None))' 2>/dev/null)
-  d=${2%/*} n=""
-  for b in python python3; do [ -x "$d/$b" ] && n="$n $b"; done
-  printf '%s=%s|%s|%s\n' "$1" "$2" "${t:-0}" "${n# }"
-}
 # For A18, the facts prepare_box decides the right interpreter from: the named one, what a launch's
 # (non-login) python/python3 reach, the login shell's, and the PATH line of the box env file.
 interps() {
   printf 'asked=%s\n' "$1"
-  interp named "$1"
-  interp launch_python "$(command -v python)"
-  interp launch_python3 "$(command -v python3)"
-  login=""
-  if have bash; then
-    # shellcheck disable=SC2016  # expanded by the login shell, not this one
-    login=$(T 10 bash -lc 'printf "\nrgt_login=%s\n" "$(command -v python || command -v python3)"' </dev/null 2>/dev/null \
-      | sed -n 's/^rgt_login=//p' | tail -n 1)
-  fi
-  interp login "$login"
+  rgt_interps "$1"
   grep -E '^export PATH=' "$durable_root/.rgt/box.env" 2>/dev/null | tail -n 1 | sed 's/^/box_env_path=/'
   return 0
 }

@@ -3,7 +3,7 @@
 # has an index configured, the proxy the profile's hook sets, whether tmux can be installed, the
 # interpreters a launch and a login shell reach (and which can import torch), and conda's config.
 # $1 durable root  $2 the profile's proxy hook ("" for none)  $3 the named interpreter ("" for
-# none)  $4 the conda keys the mirror sets, space-separated
+# none)  $4 the conda keys the mirror sets, space-separated. Needs box_interp.sh.
 root=$1 hook=$2 named=$3 keys=$4
 printf 'durable=%s\n' "$(cd "$root" 2>/dev/null && pwd -P)"
 f="$root/.rgt/box.env"
@@ -15,26 +15,7 @@ done
 [ -n "${PIP_INDEX_URL:-}" ] && idx=PIP_INDEX_URL
 printf 'pip_index=%s\npip_conf=%s\n' "$idx" "$HOME/.config/pip/pip.conf"
 [ -f "$HOME/.config/pip/pip.conf" ] && echo "pip_conf_exists=1"
-# interp ROLE PATH: the interpreter, whether it can import torch (found, not imported: fast) and
-# which of python/python3 its directory holds. A launch runs in this non-login shell's PATH.
-interp() {
-  if [ -z "$2" ] || [ ! -x "$2" ]; then printf '%s=-\n' "$1"; return 0; fi
-  t=$(timeout 20 "$2" -c 'import importlib.util as u; print(int(u.find_spec("torch") is not None))' 2>/dev/null)
-  d=${2%/*} n=""
-  for b in python python3; do [ -x "$d/$b" ] && n="$n $b"; done
-  printf '%s=%s|%s|%s\n' "$1" "$2" "${t:-0}" "${n# }"
-}
-interp named "$named"
-interp launch_python "$(command -v python)"
-interp launch_python3 "$(command -v python3)"
-# A login shell is where platforms put their stack on PATH (AutoDL's conda base, Matpool's env).
-login=""
-if command -v bash >/dev/null 2>&1; then
-  # shellcheck disable=SC2016  # expanded by the login shell, not this one
-  login=$(timeout 10 bash -lc 'printf "\nrgt_login=%s\n" "$(command -v python || command -v python3)"' </dev/null 2>/dev/null \
-    | sed -n 's/^rgt_login=//p' | tail -n 1)
-fi
-interp login "$login"
+rgt_interps "$named"  # box_interp.sh: the same reading as A18's
 # conda: on PATH, from CONDA_EXE, or beside the named interpreter (a non-login shell often lacks it).
 conda=$(command -v conda 2>/dev/null); case $conda in /*) ;; *) conda="" ;; esac
 [ -z "$conda" ] && [ -x "${CONDA_EXE:-/nonexistent}" ] && conda=$CONDA_EXE

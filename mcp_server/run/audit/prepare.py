@@ -141,9 +141,10 @@ def _pip_change(plan: _Plan, f: dict[str, str], mirror: bool) -> None:
 
 
 async def _read(host: Host, spec: HostSpec) -> _Plan:
-    res = await host.run(scripts.command_words("box_prepare_read", path_word(spec.durable_root, "durable root"),
-                                               quote(spec.profile.proxy_hook or ""), quote(spec.python or ""),
-                                               quote(" ".join(CONDA_KEYS))), timeout=60)
+    read = scripts.command_words("box_prepare_read", path_word(spec.durable_root, "durable root"),
+                                 quote(spec.profile.proxy_hook or ""), quote(spec.python or ""),
+                                 quote(" ".join(CONDA_KEYS)))
+    res = await host.run(scripts.load("box_interp") + read, timeout=60)
     res.check("reading the box's setup")
     f = parse_kv(res.text)
     mirror = spec.profile.china_mirror_needed is True

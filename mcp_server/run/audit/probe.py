@@ -37,8 +37,9 @@ def build_script(
         str(len(cache_dirs)), *(path_word(c, "cache dir") for c in cache_dirs),
         *(path_word(p, "expected file") for p in expect_files),
     ]
-    # The jobs' state functions go first: the probe counts live runs with `rgt_state`.
-    return STATE_FUNCS + "\n" + scripts.command_words("audit_probe", *words)
+    # The jobs' state functions go first (the probe counts live runs with `rgt_state`), and the
+    # interpreter reading A18 shares with prepare_box.
+    return STATE_FUNCS + "\n" + scripts.load("box_interp") + scripts.command_words("audit_probe", *words)
 
 
 def parse_sections(text: str) -> dict[str, ProbeSection]:
