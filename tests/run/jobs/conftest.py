@@ -8,11 +8,18 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from mcp_server.app import App
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.run.jobs.engines import ENGINES
+from mcp_server.settings import Settings
 
 
 def group_alive(pgid: int) -> bool:
@@ -46,4 +53,45 @@ def durable_box(request: pytest.FixtureRequest, env, tmp_path: Path) -> Iterator
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid.read_text()), signal.SIGKILL)
         subprocess.run(["tmux", "kill-session", "-t", "rgt-" + pid.parent.name.replace(".", "_")],
+                       capture_output=True, check=False)
+
+
+@dataclass
+class JobBox:
+    """The domain-level box (no MCP client): the app, the host's spec and its pooled Host."""
+
+    app: App
+    spec: HostSpec
+    host: Host
+    durable: Path
+
+
+class CountingHost:
+    """The box, counting round trips."""
+
+    def __init__(self, host: Host) -> None:
+        self.inner, self.name, self.calls = host, host.name, 0
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return await self.inner.run(*args, **kwargs)
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def job_box(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> AsyncIterator[JobBox]:
+    durable = tmp_path / "durable"
+    durable.mkdir()
+    destination = "local"
+    if request.param == "ssh":
+        request.getfixturevalue("box")
+        destination = "testbox"
+    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
+    app = App(Settings.from_env())
+    spec = app.pool.spec("gpu1")
+    yield JobBox(app, spec, await app.pool.host(spec), durable)
+    await app.close()
+    for pid_file in durable.glob(".rgt/runs/*/pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        subprocess.run(["tmux", "kill-session", "-t", ENGINES["tmux"].job_name(pid_file.parent.name) or ""],
                        capture_output=True, check=False)

@@ -7,64 +7,21 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mcp_server.app import App
 from mcp_server.errors import NotFoundError
-from mcp_server.hosts.base import Host
-from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.jobs.cancel import cancel_run
 from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
-from mcp_server.settings import Settings
-from tests.run.jobs.conftest import group_alive
+from tests.run.jobs.conftest import CountingHost, group_alive
+from tests.run.jobs.conftest import JobBox as Box
 from tests.support.wait import until, until_sync
 
 # The engines whose runs are processes on the host itself; Slurm has its own tests against a real
 # Slurm (test_slurm.py).
 ENGINE_NAMES = sorted(n for n in ENGINES if not own_state(n))
-
-
-@dataclass
-class Box:
-    app: App
-    spec: HostSpec
-    host: Host
-    durable: Path
-
-
-class CountingHost:
-    """The box, counting round trips."""
-
-    def __init__(self, host: Host) -> None:
-        self.inner, self.name, self.calls = host, host.name, 0
-
-    async def run(self, *args, **kwargs):
-        self.calls += 1
-        return await self.inner.run(*args, **kwargs)
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def job_box(request: pytest.FixtureRequest, env, tmp_path: Path) -> AsyncIterator[Box]:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    destination = "local"
-    if request.param == "ssh":
-        request.getfixturevalue("box")
-        destination = "testbox"
-    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
-    app = App(Settings.from_env())
-    spec = app.pool.spec("gpu1")
-    yield Box(app, spec, await app.pool.host(spec), durable)
-    await app.close()
-    for pid_file in durable.glob(".rgt/runs/*/pid"):
-        _kill_group(int(pid_file.read_text()))
-        subprocess.run(["tmux", "kill-session", "-t", ENGINES["tmux"].job_name(pid_file.parent.name) or ""],
-                       capture_output=True, check=False)
 
 
 def _kill_group(pgid: int) -> None:

@@ -5,38 +5,24 @@ here on purpose, on LocalHost and over the test sshd."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcp_server.app import App
 from mcp_server.errors import GateRefused
-from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
-from mcp_server.settings import Settings
-
-
-class CountingHost:
-    """The pooled host, counting round trips (the facts are remembered per host object)."""
-
-    def __init__(self, host: Any) -> None:
-        self.inner, self.name, self.calls = host, host.name, 0
-
-    async def run(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        return await self.inner.run(*args, **kwargs)
+from tests.run.jobs.conftest import CountingHost, JobBox
 
 
 class Place:
-    def __init__(self, app: App, spec: HostSpec, host: CountingHost, durable: Path, root: Path) -> None:
-        self.app, self.spec, self.host, self.durable, self.root = app, spec, host, durable, root
+    """A box whose pooled host counts round trips (the facts are remembered per host object)."""
+
+    def __init__(self, box: JobBox) -> None:
+        self.app, self.spec, self.durable = box.app, box.spec, box.durable
+        self.root, self.host = box.durable.parent, CountingHost(box.host)
 
     async def launch(self, **fields: Any) -> LaunchResult:
         req = LaunchRequest(probe_s=0, **{"command": "sleep 30", **fields})
@@ -46,22 +32,9 @@ class Place:
         return json.loads((Path(result.run_dir) / "run.json").read_text())
 
 
-@pytest.fixture(params=["local", "ssh"])
-async def place(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> AsyncIterator[Place]:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    destination = "local"
-    if request.param == "ssh":
-        request.getfixturevalue("box")
-        destination = "testbox"
-    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
-    app = App(Settings.from_env())
-    spec = app.pool.spec("gpu1")
-    yield Place(app, spec, CountingHost(await app.pool.host(spec)), durable, tmp_path)
-    await app.close()
-    for pid in durable.glob(".rgt/runs/*/pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid.read_text()), signal.SIGKILL)
+@pytest.fixture
+def place(job_box: JobBox) -> Place:
+    return Place(job_box)
 
 
 def git(cwd: Path, *args: str) -> str:
