@@ -102,15 +102,6 @@ HOSTILE += [
 ]
 
 
-@pytest.fixture
-def local_box(env: Any, tmp_path: Path) -> Path:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    env.write_inventory({"gpu1": {"destination": "local", "durable_root": str(durable),
-                                  "scratch_root": str(tmp_path / "scratch")}})
-    return durable
-
-
 async def test_security_hostile_inputs_get_bounded_clear_answers_and_the_server_keeps_serving(
         local_box: Path, client: Any) -> None:
     async with client.session() as c:
@@ -173,8 +164,4 @@ def test_security_text_that_is_not_utf8_on_the_wire_gets_an_answer_and_the_serve
         served = wire.reply()
         assert served["id"] == 5 and not served["result"].get("isError"), served
     finally:
-        wire.proc.kill()
-        wire.proc.wait()
-        for stream in (wire.proc.stdin, wire.proc.stdout):
-            if stream is not None:
-                stream.close()
+        wire.close()

@@ -11,8 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from mcp_server.limits import HOST_MAX, ID_MAX, PATH_MAX, PATTERN_MAX, VALUE_MAX
 
 MAX_REPLY = 4000
@@ -126,15 +124,6 @@ def unbounded(node: Any, defs: dict[str, Any], where: str, seen: tuple[str, ...]
     if "items" in node:
         found += unbounded(node["items"], defs, f"{where}[]", seen)
     return found
-
-
-@pytest.fixture
-def local_box(env: Any, tmp_path: Path) -> Path:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    env.write_inventory({"gpu1": {"destination": "local", "durable_root": str(durable),
-                                  "scratch_root": str(tmp_path / "scratch")}})
-    return durable
 
 
 async def _full_schemas(c: Any) -> dict[str, dict[str, Any]]:

@@ -32,6 +32,13 @@ class Wire:
         answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
         return answer
 
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
 
 def test_security_malformed_json_rpc_gets_an_error_reply_and_the_server_keeps_serving(env) -> None:  # type: ignore[no-untyped-def]
     wire = Wire()
@@ -53,11 +60,7 @@ def test_security_malformed_json_rpc_gets_an_error_reply_and_the_server_keeps_se
         wire.proc.stdin.close()
         assert wire.proc.wait(timeout=20) == 0, "stdin's end stops the server"
     finally:
-        wire.proc.kill()
-        wire.proc.wait()
-        for stream in (wire.proc.stdin, wire.proc.stdout):
-            if stream is not None:
-                stream.close()
+        wire.close()
 
 
 def test_security_a_request_with_text_that_is_not_unicode_gets_a_coded_error_with_its_own_id(env) -> None:  # type: ignore[no-untyped-def]
@@ -84,8 +87,4 @@ def test_security_a_request_with_text_that_is_not_unicode_gets_a_coded_error_wit
         served = wire.reply()
         assert served["id"] == 13 and "result" in served, "a notification gets no reply; the server serves on"
     finally:
-        wire.proc.kill()
-        wire.proc.wait()
-        for stream in (wire.proc.stdin, wire.proc.stdout):
-            if stream is not None:
-                stream.close()
+        wire.close()
