@@ -277,6 +277,13 @@ async def outcome_unknown(spec: HostSpec, what: str) -> AsyncIterator[None]:
                                        "named launch returns the live run instead of starting a second") from exc
 
 
+def _tools_missing(req: LaunchRequest, spec: HostSpec, facts: dict[str, str]) -> bool:
+    """Whether the facts lack a tool the launch's backend needs (setsid, tmux, sbatch)."""
+    backend = req.backend or ("slurm" if spec.profile.kind == "slurm" else "shell")
+    need = ["setsid", *(["tmux"] if backend == "tmux" else []), *(["sbatch"] if backend == "slurm" else [])]
+    return any(not facts.get(tool) for tool in need)
+
+
 def _name_taken(spec: HostSpec, engine: JobEngine, req: LaunchRequest, facts: dict[str, str],
                 notes: list[str]) -> LaunchResult | None:
     """The run the name already has, when the facts say it is live or finished without relaunch."""
@@ -304,6 +311,10 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
         if facts is None:
             facts = await read_facts(host, spec, req)
             remember(host, spec, req, facts)
+        if assumed and _tools_missing(req, spec, facts):  # then: it may have been installed since
+            forget(host, spec, req)
+            facts = None
+            continue
         backend, notes = choose_backend(req, facts, spec)
         engine = ENGINES[backend]
         if not assumed and (taken := _name_taken(spec, engine, req, facts, notes)):

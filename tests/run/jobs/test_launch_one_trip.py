@@ -14,6 +14,7 @@ import pytest
 
 from mcp_server.errors import GateRefused
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
+from mcp_server.run.jobs.launch_facts import remember, remembered
 from tests.run.jobs.conftest import CountingHost, JobBox
 
 
@@ -108,3 +109,18 @@ async def test_a_live_name_on_remembered_facts_returns_the_live_run(place: Place
     again = await place.launch(name="train-a")
     assert again.outcome == "already_running" and again.run_id == first.run_id
     assert place.host.calls == calls + 1
+
+
+async def test_a_tool_missing_from_remembered_facts_is_looked_for_again(place: Place) -> None:
+    """tmux installed (prepare_box) after a launch that found none: the facts are read again,
+    never a refusal from what the box was minutes ago."""
+    await place.launch()
+    req = LaunchRequest(command="sleep 30", backend="tmux", probe_s=0)
+    facts = remembered(place.host, place.spec, req)  # type: ignore[arg-type]
+    assert facts is not None and facts.get("tmux")
+    remember(place.host, place.spec, req, {**facts, "tmux": ""})  # type: ignore[arg-type]
+    calls = place.host.calls
+    run = await place.launch(backend="tmux")
+    assert run.backend == "tmux" and run.outcome == "running"
+    assert place.host.calls == calls + 2, "the facts were read again, then the start"
+    subprocess.run(["tmux", "kill-session", "-t", run.tmux_session or ""], capture_output=True, check=False)
