@@ -178,7 +178,16 @@ async def _send(host: Host, root: Path, dir_word: str, sid: str, send: list[Loca
             if progress is not None:
                 await progress(sent, need, f"sent {sent / 2**20:.1f} of {need / 2**20:.1f} MiB")
 
-    await asyncio.gather(*(one(i, b) for i, b in enumerate(batches)))
+    tasks = [asyncio.create_task(one(i, b)) for i, b in enumerate(batches)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # A batch failed (or the call was cancelled): the others stop too, before the error is
+        # told, so none keeps writing into the staging dir under a retry's feet.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def push_code(host: Host, spec: HostSpec, source: str, project: str | None, *, exclude: list[str],

@@ -5,6 +5,7 @@ interrupted push leaves no half snapshot and resumes, git provenance reaches the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -227,6 +228,9 @@ async def test_a_push_whose_connection_drops_mid_way_leaves_no_snapshot_and_resu
         await push_mod.push_code(CutSecondBatch(), spec, str(project), None,  # type: ignore[arg-type]
                                  exclude=[], max_file_mb=20, max_total_mb=200, ledger=None)
     code = durable / "code/bert-ft"
+    staged = tree(code)
+    await asyncio.sleep(1.5)
+    assert tree(code) == staged, "no batch of the failed push arrives after it said it failed"
     assert not [p for p in code.iterdir() if len(p.name) == 16], "no half snapshot under an id"
     done = await push_mod.push_code(real, spec, str(project), None, exclude=[], max_file_mb=20, max_total_mb=200,
                                     ledger=None)
