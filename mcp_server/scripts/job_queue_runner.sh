@@ -31,7 +31,9 @@ while IFS= read -r c <&4; do
   hold "$c"
   [ -f "$runs/$c/cancelled" ] && { rm -f -- "$runs/$c/queued"; continue; }
   printf '%s' "$RGT_SECRETS" | setsid -f bash "$runs/$c/wrapper.sh" shell >/dev/null 2>&1
-  i=0; while [ ! -f "$runs/$c/pid" ] && [ ! -f "$runs/$c/exit_code" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+  # The cell reads queued until its wrapper records a pid: on a loaded box that can take seconds,
+  # and a cell that is starting must never read lost. A wrapper that never does within 60 s is.
+  i=0; while [ ! -f "$runs/$c/pid" ] && [ ! -f "$runs/$c/exit_code" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
   rm -f -- "$runs/$c/queued"
 done 4< children
 unset RGT_SECRETS
