@@ -18,7 +18,6 @@ import pytest
 from mcp_server.app import App
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.settings import Settings
 
 
@@ -77,21 +76,10 @@ class CountingHost:
         return await self.inner.run(*args, **kwargs)
 
 
-@pytest.fixture(params=["local", "ssh"])
-async def job_box(request: pytest.FixtureRequest, env: Any, tmp_path: Path) -> AsyncIterator[JobBox]:
-    durable = tmp_path / "durable"
-    durable.mkdir()
-    destination = "local"
-    if request.param == "ssh":
-        request.getfixturevalue("box")
-        destination = "testbox"
-    env.write_inventory({"gpu1": {"destination": destination, "durable_root": str(durable)}})
+@pytest.fixture
+async def job_box(durable_box: Box) -> AsyncIterator[JobBox]:
+    """durable_box (local and over the sshd, its runs stopped afterwards) at the domain level."""
     app = App(Settings.from_env())
     spec = app.pool.spec("gpu1")
-    yield JobBox(app, spec, await app.pool.host(spec), durable)
+    yield JobBox(app, spec, await app.pool.host(spec), durable_box.durable)
     await app.close()
-    for pid_file in durable.glob(".rgt/runs/*/pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        subprocess.run(["tmux", "kill-session", "-t", ENGINES["tmux"].job_name(pid_file.parent.name) or ""],
-                       capture_output=True, check=False)
