@@ -22,8 +22,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Final
 
-import asyncssh
-from asyncssh.config import SSHClientConfig
+from mcp_server.quiet_imports import quiet_known_warnings
+
+with quiet_known_warnings():
+    import asyncssh
+    from asyncssh.config import SSHClientConfig
 
 from mcp_server.errors import (
     AuthError,
