@@ -1,21 +1,25 @@
 """Console entry: `remote-gpu-trainer-mcp [serve] [--transport stdio|http]`,
-`remote-gpu-trainer-mcp call TOOL '<json>'` (one tool through a real in-memory MCP client) and
+`remote-gpu-trainer-mcp call TOOL '<json>'` (one tool through a real in-memory MCP client),
+`tools [NAME]`, `resources` and `read URI` (what the server publishes, through the same client) and
 `remote-gpu-trainer-mcp stale [--months N]` (the knowledge base's facts due a re-check)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import ipaddress
 import json
 import logging
+import os
 import re
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 
-from mcp_server import __version__, statedir
+from mcp_server import __version__, cli_text, statedir
 from mcp_server.errors import RgtError
 from mcp_server.facts import DEFAULT_MONTHS
 from mcp_server.server import build_server
@@ -36,8 +40,12 @@ environment:
 examples:
   remote-gpu-trainer-mcp                      serve over stdio (what MCP clients run)
   remote-gpu-trainer-mcp --transport http --port 8765
+                                              serve at http://127.0.0.1:8765/mcp (the endpoint path is /mcp;
+                                              clients send the bearer token)
   remote-gpu-trainer-mcp call audit_box '{"host": "local"}'
-  remote-gpu-trainer-mcp tools
+  remote-gpu-trainer-mcp tools                the tools; `tools plan_teardown` shows one's arguments
+  remote-gpu-trainer-mcp resources            every resource URI and URI template
+  remote-gpu-trainer-mcp read references://run-remote/teardown
   remote-gpu-trainer-mcp stale --months 3     facts verified more than 3 months ago, or unsourced
 """
 
@@ -73,7 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
     call.add_argument("--json", action="store_true",
                       help="print the whole structured result as JSON, also on a terminal")
-    sub.add_parser("tools", help="list the tools with their first description line")
+    tools = sub.add_parser("tools", help="list the tools; with NAME, that tool's arguments and an example call")
+    tools.add_argument("name", nargs="?", help="a tool's name, e.g. plan_teardown")
+    sub.add_parser("resources", help="list the resources and URI templates (references://, profiles://, ...)")
+    read = sub.add_parser("read", help="print one resource: references://..., profiles://..., runs://..., "
+                          "schemas://tools/NAME", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    read.add_argument("uri", help="the resource's URI, e.g. references://run-remote/teardown")
+    read.add_argument("--json", action="store_true",
+                      help="print the text as served (JSON unindented), also on a terminal")
     demo = sub.add_parser("demo", help="the whole lifecycle on this machine with a tiny CPU training run (~1 min)")
     demo.add_argument("--dir", help="where the demo writes everything (default: $RGT_HOME/demo/<time>)")
     stale = sub.add_parser("stale", help="list the knowledge base's facts due a re-check, by platform")
@@ -105,13 +120,67 @@ async def _call(tool: str, arguments: dict[str, Any], as_json: bool) -> int:
     return 0
 
 
-async def _tools() -> int:
+async def _tools(name: str | None) -> int:
+    """The tool list, or with `name` that tool's arguments (from its full schema resource)."""
     from mcp import Client
 
     async with Client(build_server()) as client:
         listed = await client.list_tools()
-    for t in listed.tools:
-        print(f"{t.name:22} {(t.description or '').splitlines()[0]}")
+        tool = next((t for t in listed.tools if t.name == name), None)
+        page = await client.read_resource(f"schemas://tools/{name}") if tool is not None else None
+    if name is None:
+        for t in listed.tools:
+            print(f"{t.name:22} {(t.description or '').splitlines()[0]}")
+        print(f"\n{cli_text.TOOLS_HINT}")
+        return 0
+    if tool is None or page is None:
+        print(f"no tool named {name!r}{cli_text.did_you_mean(name, (t.name for t in listed.tools))}; "
+              f"`{cli_text.PROG} tools` lists them", file=sys.stderr)
+        return 2
+    full = json.loads(getattr(page.contents[0], "text", "{}"))
+    print(cli_text.tool_help(name, tool.title, full.get("description") or "", full.get("inputSchema") or {}))
+    return 0
+
+
+async def _resources() -> int:
+    from mcp import Client
+
+    async with Client(build_server()) as client:
+        fixed = (await client.list_resources()).resources
+        shaped = (await client.list_resource_templates()).resource_templates
+    for line in cli_text.resource_lines([(str(r.uri), r.title) for r in fixed],
+                                        [(t.uri_template, t.title) for t in shaped]):
+        print(line)
+    return 0
+
+
+async def _read(uri: str, as_json: bool) -> int:
+    """One resource's text: JSON indented on a terminal, as served when piped or with --json."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(build_server(), read_timeout_seconds=120) as client:
+        try:
+            page = await client.read_resource(uri)
+        except MCPError as exc:
+            if not exc.message.startswith("Unknown resource"):
+                print(exc.message, file=sys.stderr)
+                return 1
+            fixed = (await client.list_resources()).resources
+            shaped = (await client.list_resource_templates()).resource_templates
+            schemes = [cli_text.scheme_of(str(r.uri)) for r in fixed] + [cli_text.scheme_of(t.uri_template)
+                                                                         for t in shaped]
+            print(cli_text.unknown_resource(schemes), file=sys.stderr)
+            return 2
+    pretty = sys.stdout.isatty() and not as_json
+    for c in page.contents:
+        text = getattr(c, "text", None)
+        if text is None:  # a binary resource: its bytes, as served
+            sys.stdout.flush()
+            sys.stdout.buffer.write(base64.b64decode(getattr(c, "blob", "")))
+            continue
+        shown = cli_text.shown_text(text, c.mime_type, pretty)
+        print(shown, end="" if shown.endswith("\n") else "\n")
     return 0
 
 
@@ -148,6 +217,16 @@ def _demo(folder: str | None) -> int:
     return asyncio.run(go())
 
 
+def _to_reader(command: Coroutine[Any, Any, int]) -> int:
+    """Run a command that prints; a reader that stops early (`| head`) ends it without a traceback."""
+    try:
+        return asyncio.run(command)
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -165,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(arguments, dict):
             print("arguments must be a JSON object, e.g. '{\"host\": \"local\"}'", file=sys.stderr)
             return 2
-        return asyncio.run(_call(args.tool, arguments, args.json))
+        return _to_reader(_call(args.tool, arguments, args.json))
     if args.command == "tools":
-        return asyncio.run(_tools())
+        return _to_reader(_tools(args.name))
+    if args.command == "resources":
+        return _to_reader(_resources())
+    if args.command == "read":
+        return _to_reader(_read(args.uri, args.json))
     if args.command == "stale":
         return _stale(args.months)
     if args.command == "demo":

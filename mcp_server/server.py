@@ -20,13 +20,16 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server import __version__
 from mcp_server.app import App
 from mcp_server.settings import Settings
 from mcp_server.tools import register_all
 from mcp_server.tools._common import lone_surrogate_at
-from mcp_server.tools.run_resources import watch_subscriptions
+from mcp_server.tools.protocol import declare_one_capability_set
+from mcp_server.tools.run_resources import Subscribers, watch_subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,51 @@ plan returned (plan_teardown, then teardown with its token, only on the user's e
 STATIC_LISTS: dict[CacheableMethod, CacheHint] = {
     method: CacheHint(ttl_ms=3_600_000, scope="public")
     for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list")}
+
+
+# Why no OAuth metadata: the HTTP transport takes one static bearer token (RGT_HTTP_TOKEN, else the
+# one generated into $RGT_HOME/http-token), and no authorization server exists to get it from. The
+# SDK's resource-server setup would point every 401 (WWW-Authenticate resource_metadata) and a
+# /.well-known/oauth-protected-resource document at this endpoint as the "authorization server",
+# which serves no such metadata: a client that tries OAuth goes down a dead end instead of asking
+# its user for the token. So nothing OAuth is advertised or routed, and the 401 says where the token is.
+TOKEN_HINT = ("this server takes one static bearer token, not OAuth: send the header Authorization: Bearer "
+              "<token>, the token being RGT_HTTP_TOKEN where the server runs, else the content of $RGT_HOME/http-token")
+
+
+class TokenHint:
+    """ASGI middleware: the SDK's 401 (a missing or wrong token) answered as a plain Bearer
+    challenge whose error_description says how to send the token, and nothing OAuth."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def relay(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message.get("status") == 401:
+                refused = True
+                body = json.dumps({"error": "invalid_token", "error_description": TOKEN_HINT}).encode()
+                challenge = f'Bearer error="invalid_token", error_description="{TOKEN_HINT}"'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", challenge.encode())]})
+                await send({"type": "http.response.body", "body": body})
+            elif not refused:  # the SDK's own body of a refusal is replaced above
+                await send(message)
+
+        await self.app(scope, receive, relay if scope["type"] == "http" else send)
+
+
+class RgtServer(MCPServer[App]):
+    """MCPServer whose streamable HTTP app refuses a request without the token with TOKEN_HINT."""
+
+    def streamable_http_app(self, *args: Any, **kwargs: Any) -> Starlette:
+        app = super().streamable_http_app(*args, **kwargs)
+        app.add_middleware(TokenHint)
+        return app
 
 
 class StaticToken:
@@ -65,9 +113,11 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
     settings = settings or Settings.from_env()
 
     bus = InMemorySubscriptionBus()
+    subscribers = Subscribers()
 
     async def publish(uri: str) -> None:
-        await bus.publish(ResourceUpdated(uri=uri))
+        await bus.publish(ResourceUpdated(uri=uri))  # subscriptions/listen streams (2026-07-28)
+        await subscribers.notify(uri)  # resources/subscribe (the 2025 versions)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
@@ -78,7 +128,7 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
         finally:
             await app.close()
 
-    server: MCPServer[App] = MCPServer(
+    server: MCPServer[App] = RgtServer(
         "remote-gpu-trainer",
         title="Remote GPU Trainer",
         description="Runs, verifies and delivers deep-learning experiments on GPU boxes you own or rent.",
@@ -88,11 +138,15 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
         log_level=settings.log_level,
         subscriptions=bus,
         token_verifier=StaticToken(http_token) if http_token else None,
-        auth=AuthSettings(issuer_url=http_url, resource_server_url=http_url) if http_token and http_url else None,
+        # issuer_url is a required field that the SDK reads only with an authorization-server
+        # provider (none here); without resource_server_url no OAuth metadata is served (see TOKEN_HINT).
+        auth=AuthSettings(issuer_url=http_url, resource_server_url=None) if http_token and http_url else None,
         cache_hints=STATIC_LISTS,
     )
     register_all(server, only_tool)
     server.middleware.append(watch_subscriptions)
+    subscribers.serve(server)
+    declare_one_capability_set(server)
     return server
 
 

@@ -14,6 +14,13 @@ from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.local import LocalHost
 from mcp_server.hosts.slurm_options import SlurmOptions
+from mcp_server.hosts.unknown_name import (
+    config_routes,
+    is_address,
+    resolves,
+    unknown_host_error,
+    unrouted_destination_error,
+)
 from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
 
@@ -150,12 +157,30 @@ class HostPool:
 
     async def host(self, spec: HostSpec) -> Host:
         key = f"{spec.destination}|{spec.host_key_policy}"
+        if key not in self._hosts and spec.kind == "ssh":
+            await self._refuse_a_name_of_nothing(spec)
         async with self._lock:
             found = self._hosts.get(key)
             if found is None:
                 found = self._make(spec)
                 self._hosts[key] = found
             return found
+
+    async def _refuse_a_name_of_nothing(self, spec: HostSpec) -> None:
+        """Before the first connection to an ssh box: a name that is not in the inventory, that the
+        ssh config does not route, and that this machine cannot resolve gets an error saying where
+        names come from, instead of a bare DNS failure. Anything else connects as before."""
+        dest = Destination.parse(spec.destination)
+        ssh_config = self.settings.ssh_config
+        if is_address(dest.host) or dest.host == "localhost":
+            return
+        if ssh_config is not None and config_routes(ssh_config, dest.host) is not False:
+            return
+        if await resolves(dest.host, dest.port or 22, self.settings.connect_timeout_s):
+            return
+        if spec.in_inventory:
+            raise unrouted_destination_error(spec.name, dest.host, self.settings.config_path, ssh_config)
+        raise unknown_host_error(spec.name, dest.host, self.settings.config_path, ssh_config)
 
     def _make(self, spec: HostSpec) -> Host:
         s = self.settings

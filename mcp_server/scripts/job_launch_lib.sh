@@ -44,3 +44,25 @@ rgt_disk() {
     # shellcheck disable=SC2086
     set -- $_rgt_i; INODES=${2:-} IFREE=${4:-}
   fi; }
+
+# rgt_code_links CODE WORK: makes WORK, a new directory with a symlink to each of CODE's top-level
+# entries (but CODE's own .rgt/), so a command started in WORK reads the code (`python train.py`,
+# an import of a sibling, data/...) while whatever it creates lands in WORK. A top-level folder
+# holding only placeholders (.gitkeep, .keep, .gitignore) is made a real, empty folder instead:
+# it is where such a project writes its outputs.
+rgt_code_links() {
+  mkdir -- "$2" || return 1
+  for _rgt_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [ -e "$_rgt_e" ] || [ -L "$_rgt_e" ] || continue
+    _rgt_n=${_rgt_e##*/}
+    [ "$_rgt_n" = .rgt ] && continue
+    if [ -d "$_rgt_e" ] && [ ! -L "$_rgt_e" ] && rgt_placeholders_only "$_rgt_e"; then mkdir -- "$2/$_rgt_n" || return 1
+    else ln -s -- "$_rgt_e" "$2/$_rgt_n" || return 1; fi
+  done; }
+
+# rgt_placeholders_only DIR: whether DIR holds nothing but placeholder files.
+rgt_placeholders_only() {
+  for _rgt_f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [ -e "$_rgt_f" ] || [ -L "$_rgt_f" ] || continue
+    case ${_rgt_f##*/} in .gitkeep|.keep|.gitignore) ;; *) return 1;; esac
+  done; }

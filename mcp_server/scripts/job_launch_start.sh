@@ -7,12 +7,13 @@
 # $5 probe ticks of 0.2 s  $6 log tail bytes  $7 the engine's name for the job
 # $8 fill in the workdir's git state: 0|1  $9 the facts are remembered, not just read: 0|1
 # $10 $11 the durable root and the workdir as asked  $12 $13 the disk gate: KiB and inodes free
-# $14 workdir (physical)  $15.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec, on_exit.sh
-# contents ("": none)
+# $14 workdir (physical)  $15 where the command starts: the workdir, or (a push_code snapshot)
+# the run dir's work/, made here with the snapshot's entries linked in
+# $16.. run.json, cmd.sh, env.sh, wrapper.sh, sync_spec, on_exit.sh contents ("": none)
 set -u
 base=$1 run_id=$2 name=$3 relaunch=$4 ticks=$5 tail_bytes=$6 job=$7 fill_git=$8 assumed=$9
-root=${10} asked_wd=${11} min_kib=${12} min_inodes=${13} wd=${14} record=${15}
-shift 15
+root=${10} asked_wd=${11} min_kib=${12} min_inodes=${13} wd=${14} cwd=${15} record=${16}
+shift 16
 # Remembered facts hold while the durable root and the workdir resolve to the paths they did;
 # else they are read again (launch_facts.py), before anything is written.
 if [ "$assumed" = 1 ]; then
@@ -44,7 +45,12 @@ if [ -n "$name" ]; then
   esac; fi
 fi
 d="$base/runs/$run_id"
-rgt_make_run "$d" "$wd" "$record" "$@"
+rgt_make_run "$d" "$cwd" "$record" "$@"
+# A sealed snapshot is never written: the run works in its own dir, the code linked in. A dir
+# that cannot be made whole is removed with the run, and nothing starts.
+if [ "$cwd" != "$wd" ] && ! rgt_code_links "$wd" "$cwd" 2>/dev/null; then
+  rm -rf -- "$d"; echo "RGT-WRITE-FAILED $cwd"; exit 1
+fi
 # The secrets as NAME=base64 lines, read by the shell itself (no process for an empty stdin).
 RGT_SECRETS=; while IFS= read -r line || [ -n "$line" ]; do RGT_SECRETS="${RGT_SECRETS:+$RGT_SECRETS
 }$line"; done

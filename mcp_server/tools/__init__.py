@@ -19,6 +19,7 @@ def register_all(server: MCPServer, only_tool: str | None = None) -> None:
     if only_tool in TOOL_MODULES:
         importlib.import_module(f"{__name__}.{TOOL_MODULES[only_tool]}").register(server)
         importlib.import_module(f"{__name__}.surface").register(server)  # the result's reading, as for any client
+        importlib.import_module(f"{__name__}.arguments").register(server)  # unknown argument names refused
         return
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

@@ -64,6 +64,11 @@ def coded_message(exc: RgtError, redactor: Redactor) -> str:
     return f"[{exc.code}] {text}"
 
 
+def shown_key(key: object) -> str:
+    """A key of the caller's as an error may show it: a plain name as it is, anything else `<key>`."""
+    return key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else "<key>"
+
+
 def lone_surrogate_at(value: object, path: str = "") -> str | None:
     """Where in `value` (a JSON-like tree) a string holds a lone surrogate, as a field path
     (`env.KEY`, `paths[2]`, `a key in env`), or None. Never the string itself: it is the caller's."""
@@ -76,7 +81,7 @@ def lone_surrogate_at(value: object, path: str = "") -> str | None:
             for key, child in item.items():
                 if isinstance(key, str) and _LONE_SURROGATE.search(key):
                     return f"a key in {where or 'the object'}"
-                shown = key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else "<key>"
+                shown = shown_key(key)
                 todo.append((f"{where}.{shown}" if where else shown, child))
         elif isinstance(item, (list, tuple)):
             todo.extend((f"{where}[{i}]", child) for i, child in enumerate(item))

@@ -36,6 +36,8 @@ AllowPickleArg = Annotated[bool, Field(
     description="allow unsafe pickle loads (only files you trust)")]
 ExpectKeysArg = Annotated[list[IdStr] | None, Field(
     description="keys every checkpoint must hold, e.g. 'model'", max_length=50)]
+HandMadeArg = Annotated[list[PatternStr] | None, Field(
+    description="hand-written files (globs): a CSV's last row may lack its newline", max_length=100)]
 CellsArg = Annotated[CellSpec | None, Field(
     description="a sweep's cells (glob, expect, files): all must be there; a metric table per cell")]
 PackArg = Annotated[bool, Field(
@@ -85,6 +87,7 @@ def register(server: MCPServer) -> None:
         budget_s: BudgetArg = 35.0,
         allow_pickle: AllowPickleArg = False,
         expect_keys: ExpectKeysArg = None,
+        hand_made: HandMadeArg = None,
         cells: CellsArg = None,
         pack: PackArg = False,
         accept_from: AcceptFromArg = None,
@@ -97,10 +100,9 @@ def register(server: MCPServer) -> None:
         with the hash computed while receiving, checks each file by type (safetensors offsets,
         torch weights-only load, json/csv/npz/parquet), writes a local PULL_VERIFIED.json and
         records it in the ledger. A run still running is not verified (nothing is written).
-        Returns within budget_s with done=false when more remains. Teardown trusts only this.
-        With accept_from, a second
-        machine accepts the producer's bundle instead (ACCEPTED.json, ledger `acceptance`). See
-        references://run-remote/principles#iron-law and references://run-remote/artifact-layout.
+        Returns within budget_s with done=false when more remains. Teardown trusts only this. With
+        accept_from, a second machine accepts the producer's bundle instead (ACCEPTED.json, ledger
+        `acceptance`). See references://run-remote/principles#iron-law and references://run-remote/artifact-layout.
         """
         app = app_of(ctx)
         with tool_errors(app):
@@ -119,7 +121,7 @@ def register(server: MCPServer) -> None:
                 await report(done, total, f"pulling {path}")
 
             req = VerifyRequest(root=root, roster=roster or [], run_id=run_id, dest=dest, budget_s=budget_s,
-                                allow_pickle=allow_pickle, expect_keys=expect_keys, cells=cells, pack=pack,
-                                accept_from=producer, compare_with=compare_with)
+                                allow_pickle=allow_pickle, expect_keys=expect_keys, hand_made=hand_made or [],
+                                cells=cells, pack=pack, accept_from=producer, compare_with=compare_with)
             return await verify_artifacts(box, spec, req, pulls_dir=app.settings.pulls_dir, ledger=app.ledger,
                                           pull_roots=app.settings.pull_roots, progress=progress)

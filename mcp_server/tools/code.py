@@ -38,6 +38,8 @@ def _register_push(server: MCPServer) -> None:
                                                    "['data/', '*.ckpt']", max_length=64)] = None,
         max_file_mb: Annotated[float, Field(description="refuse any file larger than this", gt=0)] = 20.0,
         max_total_mb: Annotated[float, Field(description="refuse a tree larger than this", gt=0)] = 200.0,
+        allow_secrets_in: Annotated[list[PathStr] | None, Field(
+            description="files (under source) to send despite a key/token in them", max_length=64)] = None,
     ) -> PushResult:
         """Send a local project to the box as an immutable snapshot: <durable_root>/code/<project>/<snapshot-id>/.
 
@@ -45,6 +47,10 @@ def _register_push(server: MCPServer) -> None:
         sends only the files the box does not already have and becomes a new snapshot, so a run
         using an older snapshot keeps its exact files. Follows .gitignore (git's own listing in a
         git work tree) plus `exclude`; refuses files and trees over the caps, naming the largest.
+        Never sends the server's state, credential folders (~/.ssh, ~/.aws, /etc, ...: a source
+        inside one is refused), shell histories, or a file holding a private key or token (each
+        listed in `skipped` with its reason; `allow_secrets_in` lets a named key/token file go).
+        The snapshot is read-only, folders included: runs write outputs elsewhere.
         Lands atomically (staged, every hash checked, then one rename); an interrupted push
         resumes. Keeps git commit, branch, dirty flag and the uncommitted diff in the snapshot's
         .rgt/. Launch with workdir=<path> (or code=<snapshot-id>).
@@ -55,7 +61,8 @@ def _register_push(server: MCPServer) -> None:
             spec = app.pool.spec(host)
             return await push_code(await app.pool.host(spec), spec, source, project, exclude=exclude or [],
                                    max_file_mb=max_file_mb, max_total_mb=max_total_mb, ledger=app.ledger,
-                                   progress=reporter(ctx))
+                                   progress=reporter(ctx), state_dir=app.settings.home,
+                                   allow_secrets_in=allow_secrets_in or [])
 
 
 def _register_prune(server: MCPServer) -> None:

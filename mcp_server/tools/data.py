@@ -21,7 +21,7 @@ def register(server: MCPServer) -> None:
                                        "a folder (hf_repo)")],
         host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
-        url: Annotated[UrlStr | None, Field(description="http(s) or ftp URL of one file")] = None,
+        url: Annotated[UrlStr | None, Field(description="http(s) URL of one file")] = None,
         hf_repo: Annotated[IdStr | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
         hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
         revision: Annotated[IdStr | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
@@ -36,7 +36,7 @@ def register(server: MCPServer) -> None:
         """Download a model, dataset or file ON the box (not via this machine) as a detached job you can tail, wait for, cancel.
 
         Checks free bytes and inodes against the size first and refuses before downloading;
-        resumes a partial file (curl -C -) or repo (hf download) across attempts with backoff;
+        resumes a partial file (curl -C -) or repo (hf download), retrying transient errors;
         verifies sha256 when given; writes a completion marker so calling again is a no-op
         (outcome already_there). Hugging Face uses the box's HF_ENDPOINT mirror and HF_HOME
         from prepare_box. Progress ("rgt-fetch: N of M bytes") shows in tail_logs.

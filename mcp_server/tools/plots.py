@@ -121,10 +121,11 @@ def register(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, PlotResult]:
         """Plot a run's training curves (PNG) with the numbers: last, best, trend, NaN/Inf, divergence, plateau.
 
-        Metrics come from the run's log (`key=value`, `key: value`, JSON lines) and any
-        metrics.jsonl / metrics.csv / progress.csv in the run dir or its workdir; x is the
-        line's step (or epoch) when it has one. Several runs overlay with a legend. Without
-        matplotlib the numbers still come back with how to install it.
+        Metrics come from the run's log (JSON lines; `key=value` / `key: value` runs at a line's
+        start or after its step marker, never pairs inside prose) and any metrics.jsonl /
+        metrics.csv / progress.csv in the run dir or its workdir; x is the line's step (or epoch)
+        when it has one. Keys are box text, cleaned of escape sequences. Several runs overlay
+        with a legend. Without matplotlib the numbers still come back with how to install it.
         See references://run-remote/monitoring#lifecycle.
         """
         app = app_of(ctx)

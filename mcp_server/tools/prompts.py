@@ -6,24 +6,68 @@ Platform facts (durable root, danger clocks, meter verbs) come from the host's p
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, Prompt
 from pydantic import Field
 
-from mcp_server.errors import RgtError
+from mcp_server.errors import InputError, NotFoundError, RgtError
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import Profile, profile
 from mcp_server.redact import Redactor
-from mcp_server.tools._common import app_of, coded_message
+from mcp_server.tools._common import app_of, coded_message, shown_key
+from mcp_server.tools.protocol import did_you_mean
 
 
 def _fail(exc: RgtError, redactor: Redactor) -> MCPError:
     """A prompt fails as a protocol error; unlike a tool error it can carry the code as data."""
     return MCPError(INVALID_PARAMS, coded_message(exc, redactor), data={"code": exc.code})
+
+
+def _arguments_of(p: Prompt) -> str:
+    return ", ".join(f"{a.name} (required)" if a.required else a.name for a in p.arguments or []) or "none"
+
+
+def request_problem(prompts: list[Prompt], name: object, given: Mapping[str, object]) -> RgtError | None:
+    """What is wrong with a prompts/get before it renders: a name that is no prompt, an argument
+    the prompt does not take (a typo would silently render its default, e.g. the local box), or a
+    required one left out. Each names the prompts or arguments there are."""
+    found = next((p for p in prompts if p.name == name), None)
+    if found is None:
+        return NotFoundError(f"this server has no prompt by that name.{did_you_mean(name, [p.name for p in prompts])} "
+                             f"Its prompts: {', '.join(sorted(p.name for p in prompts))}",
+                             next_step="call prompts/get with one of these names (prompts/list gives their arguments)")
+    takes = [a.name for a in found.arguments or []]
+    unknown = [k for k in given if k not in takes]
+    if unknown:
+        shown = ", ".join(shown_key(k) for k in unknown[:5])
+        return InputError(f"prompt {found.name} takes no argument {shown}.{did_you_mean(unknown[0], takes)} "
+                          f"Its arguments: {_arguments_of(found)}", next_step="send it again with these names only")
+    missing = [a.name for a in found.arguments or [] if a.required and a.name not in given]
+    if missing:
+        return InputError(f"prompt {found.name} needs the argument {', '.join(missing)}; its arguments: "
+                          f"{_arguments_of(found)}", next_step=f"send it again with {', '.join(missing)} set")
+    return None
+
+
+def _checked_requests(server: MCPServer) -> Any:
+    """Middleware: a prompts/get that cannot render is refused as INVALID_PARAMS (-32602) before
+    the SDK's renderer turns it into an uncoded error with a traceback in the log."""
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if isinstance(ctx.params, Mapping) else None
+        given = params.get("arguments") if params is not None else None
+        if ctx.method == "prompts/get" and params is not None and isinstance(given, Mapping | None):
+            problem = request_problem(await server.list_prompts(), params.get("name"), given or {})
+            if problem is not None:
+                raise _fail(problem, Redactor())
+        return await call_next(ctx)
+
+    return check
 
 
 def _platform_lines(p: Profile, durable_root: str) -> list[str]:
@@ -130,6 +174,8 @@ ProjectArg = Annotated[str, Field(description="the project folder holding EVIDEN
 
 
 def register(server: MCPServer) -> None:
+    server.middleware.append(_checked_requests(server))
+
     @server.prompt(title="Run a job on a GPU box, phase by phase", description=(
         "The six-phase remote-run checklist (audit, access, smoke, launch, monitor, pull + teardown) with the tool to "
         "call at each phase, filled in for one host and its platform profile."))

@@ -74,7 +74,7 @@ MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below thi
 OutputsArg = Annotated[list[PatternStr] | None, Field(
     description="files the run must produce (globs under output_root); verify and teardown check them",
     max_length=256)]
-OutputRootArg = Annotated[PathStr | None, Field(description="where outputs live on the box (default: workdir)")]
+OutputRootArg = Annotated[PathStr | None, Field(description="where outputs live (default: output_dir)")]
 OnExitArg = Annotated[str | None, Field(
     description="shell command run on the box when the run ends, e.g. a webhook ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
@@ -208,7 +208,10 @@ def _register_launch_detached(server: MCPServer) -> None:
         exit_code written atomically on exit, after sync_to_durable's verified copies), refuses
         when the disk is below the floor in bytes or inodes, and watches for up to probe_s: an
         import error comes back in this result with the log tail and the failure signatures.
-        Status later comes from tail_logs (process + exit file, never log text). on_exit runs with
+        Status later comes from tail_logs (process + exit file, never log text). A run in a push_code
+        snapshot (`code`, or a workdir that is one) starts in its own <run_dir>/work, the snapshot's
+        entries linked in: what it writes by relative path lands there (output_dir; $RGT_OUTPUT_DIR,
+        the code at $RGT_CODE_DIR) and the sealed snapshot is never written. on_exit runs with
         RGT_RUN_ID, RGT_STATE, RGT_EXIT_CODE, RGT_RUN_DIR, RGT_LOG, RGT_HOST, RGT_ENDED_AT (and the
         secret_env values) in its environment, writes on_exit.log and never changes the result; a
         failed sync_to_durable copy makes the run sync_failed ({run_id} in a glob = $RGT_RUN_ID);
@@ -308,7 +311,8 @@ def _register_aggregate_results(server: MCPServer) -> None:
 
         A cell is a directory `cells` matches under root, finished when it holds `marker`. Never
         deletes or replaces a file; call again to continue. Zero cells made durable is an error.
-        See references://run-remote/pull-verify#aggregation.
+        root is confined like verify_artifacts' root; a symlink is never followed or copied (it
+        fails its cell with verify_artifacts' finding). See references://run-remote/pull-verify#aggregation.
         """
         app = app_of(ctx)
         with tool_errors(app):

@@ -12,11 +12,12 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from mcp_server.errors import NotFoundError
 from mcp_server.tools._common import MAX_ERROR_CHARS
 from mcp_server.tools._lean import lean_input, lean_output
 from mcp_server.tools._summary import summarize, uris
+from mcp_server.tools.protocol import coded, no_such_tool
 
 MAX_LINKS = 8
 # Per tool, fields a reading of its result can do without (they stay in the structured result).
@@ -133,8 +134,10 @@ def register(server: MCPServer) -> None:
                      mime_type="application/json",
                      description="the complete schemas and description of one tool (tools/list publishes lean ones)")
     async def tool_schemas(name: str) -> str:
-        tool = next((t for t in await server.list_tools() if t.name == name), None)
-        if tool is None:
-            raise NotFoundError(f"no tool named {name!r}", next_step="tools/list names them")
+        tools = await server.list_tools()
+        tool = next((t for t in tools if t.name == name), None)
+        if tool is None:  # not found (-32602), as runs:// answers an unknown run
+            raise ResourceNotFoundError(coded(no_such_tool(name, [t.name for t in tools],
+                                                           "read schemas://tools/<name> with one of these")))
         return json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema,
                            "outputSchema": tool.output_schema}, indent=1)

@@ -3,6 +3,7 @@ zombies to reap_vram, which shares its rule: holder_verdict)."""
 
 from __future__ import annotations
 
+from mcp_server.run.audit.driver_silence import Silence, smi_silence
 from mcp_server.run.audit.kernel_log import parse_kernel_log
 from mcp_server.run.audit.model import Check, Facts, check
 from mcp_server.run.audit.nvidia import parse_dmon, parse_pids, parse_ps
@@ -207,17 +208,19 @@ def a7b_ecc(f: Facts) -> Check:
 
 
 CANDIDATE = "candidate"
+DRIVER_SILENT = "nvidia-smi did not answer, so nothing can be called a zombie"
 PARENTS_UNREAD = "a candidate unless it is a child of a listed compute process (a dataloader worker)"
 CHILD = "a child of a listed compute process (a dataloader worker): in use"
 
 
 def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, age_s: int | None,
                    min_age_s: int = ZOMBIE_MIN_AGE_S, hidden: bool = False, own: frozenset[int] = frozenset(),
-                   ours: bool = False) -> str:
+                   ours: bool = False, answered: bool = True) -> str:
     """Whether a process holding a /dev/nvidia* node is a zombie: CANDIDATE, or why it is left
     alone. One rule for A8 (which reports) and reap_vram (which stops what it calls a candidate).
     `ancestors` None: its parent chain could not be read, so a child of a listed process cannot be
-    told from a zombie while any compute process is listed (PARENTS_UNREAD)."""
+    told from a zombie while any compute process is listed (PARENTS_UNREAD). `answered` False: nvidia-smi
+    failed, hung or is absent, so its empty list proves nothing (DRIVER_SILENT)."""
     if pid in listed:
         return "a compute process nvidia-smi lists: in use"
     if ancestors and ancestors & listed:
@@ -226,11 +229,26 @@ def holder_verdict(pid: int, listed: set[int], *, ancestors: set[int] | None, ag
         return "this check itself"
     if ours:
         return "part of a run this server launched: stop it with cancel_run"
+    if not answered:
+        return DRIVER_SILENT
     if hidden:
         return "nvidia-smi cannot show pids in this container, so nothing can be called a zombie"
     if age_s is None or age_s < min_age_s:
         return f"younger than {min_age_s} s: it may still be starting"
     return PARENTS_UNREAD if ancestors is None and listed else CANDIDATE
+
+
+def a8_silence(f: Facts) -> Silence | None:
+    """Why A8 cannot tell a zombie from a live job on this probe: nvidia-smi absent, or its GPU
+    query or its process query failed or hung."""
+    if not f.has_nvidia_smi:
+        return smi_silence(None, [])
+    gpu, apps = f.sec("gpu"), f.sec("apps")
+    if gpu is not None and (silent := smi_silence(gpu.rc, f.gpu_stray)):
+        return silent
+    if apps is None:
+        return Silence("nvidia-smi's process list was not read", "run audit_box again")
+    return smi_silence(apps.rc, apps.text.splitlines())
 
 
 def ancestors_of(pid: int, parents: dict[int, int] | None) -> set[int] | None:
@@ -261,12 +279,13 @@ def a8_holders(f: Facts, min_age_s: int = ZOMBIE_MIN_AGE_S) -> list[tuple[int, s
     listed = {a.pid for a in f.apps if a.pid is not None}
     hidden = any(a.pid is None for a in f.apps)
     ages = parse_ps("\n".join(line for line in f.text("holders").splitlines() if "=" not in line))
-    parents = _parents(f)
+    parents, answered = _parents(f), a8_silence(f) is None
     out = []
     for p in parse_pids(f.kv("holders").get("pids", "")):
         if p in ages:
             anc = ancestors_of(p, parents)
-            verdict = holder_verdict(p, listed, ancestors=anc, age_s=ages[p][0], min_age_s=min_age_s, hidden=hidden)
+            verdict = holder_verdict(p, listed, ancestors=anc, age_s=ages[p][0], min_age_s=min_age_s, hidden=hidden,
+                                     answered=answered)
             out.append((p, f"{ages[p][1]}, {ages[p][0]} s old", anc, verdict))
     return out
 
@@ -303,6 +322,11 @@ def _workers(f: Facts, held: list[tuple[int, str, set[int] | None, str]]) -> lis
 
 def a8_zombies(f: Facts) -> Check:
     title = "zombie VRAM holders"
+    silent = a8_silence(f)
+    if silent is not None:
+        return check("A8", title, "WARN" if f.has_nvidia_smi and f.gpus else "SKIP",
+                     f"the driver did not answer ({silent.reason}): no holder of a GPU device is called a zombie, "
+                     f"and reap_vram offers none. Next: {silent.step}")
     missing = _no_smi(f, "A8", title)
     if missing:
         return missing

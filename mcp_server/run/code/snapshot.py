@@ -1,11 +1,13 @@
 """The local side of a code snapshot: which files belong to it (git's own view of the tree when
 the directory is a git work tree, else the root .gitignore through pathspec, plus the call's
-excludes), their hashes, the size caps, the content-derived id and the git provenance."""
+excludes, less what local_policy never sends and anything under a symlinked folder), their hashes,
+the size caps, the content-derived id and the git provenance."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,14 @@ import pathspec
 from pydantic import BaseModel, Field
 
 from mcp_server.errors import InputError
+from mcp_server.run.code.local_policy import (
+    SCAN_BYTES,
+    DeniedDir,
+    SkippedFile,
+    content_reason,
+    denied_dir_of,
+    name_reason,
+)
 
 # Credential files a push refuses to send even when git tracks them (the same list tail_logs never
 # reads): a key on a rented box is a key given to whoever else can read that disk.
@@ -31,6 +41,7 @@ class LocalFile:
     size: int
     sha256: str
     executable: bool
+    secret: str | None = None  # what secret its first bytes hold (local_policy.content_reason)
 
 
 class Provenance(BaseModel):
@@ -77,42 +88,91 @@ def candidate_paths(root: Path) -> list[str]:
     return sorted(out)
 
 
-def select(root: Path, exclude: list[str]) -> tuple[list[str], list[str]]:
-    """The snapshot's files and the symlinks left out (a snapshot holds regular files only)."""
+@dataclass
+class Selection:
+    """The snapshot's files, the symlinks left out, and every other file left out with its reason."""
+
+    keep: list[str]
+    links: list[str]
+    skipped: list[SkippedFile]
+
+
+def linked_folder(root: Path, rel: str, seen: dict[str, bool]) -> str | None:
+    """The first folder on `rel`'s way down from `root` that is a symlink (git still lists a tracked
+    file under a folder since replaced by a link; reading it would read wherever the link leads)."""
+    parts = rel.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:i])
+        if prefix not in seen:
+            try:
+                seen[prefix] = stat.S_ISLNK(os.lstat(os.path.join(root, prefix)).st_mode)
+            except OSError:
+                seen[prefix] = False
+        if seen[prefix]:
+            return prefix
+    return None
+
+
+def _left_out(root: Path, real_root: str, rel: str, denied: list[DeniedDir], seen: dict[str, bool]) -> str | None:
+    """Why `rel` is never sent (a symlinked folder on its path, a denied folder, its name)."""
+    folder = linked_folder(root, rel, seen)
+    if folder is not None:
+        return f"its folder {folder} is a symlink: never read through"
+    label = denied_dir_of(real_root + rel, denied)
+    if label is not None:
+        return f"inside {label}: never sent"
+    reason = name_reason(rel)
+    return None if reason is None else f"{reason}: never sent"
+
+
+def select(root: Path, exclude: list[str], denied: list[DeniedDir] | None = None) -> Selection:
+    """The snapshot's files, the symlinks and the files never sent (each with its reason); a
+    credential file by name refuses the whole push."""
     drop = pathspec.GitIgnoreSpec.from_lines([*ALWAYS_EXCLUDED, *exclude])
     secret = pathspec.GitIgnoreSpec.from_lines(CREDENTIALS)
-    keep, links, refused = [], [], []
+    real_root, seen = str(root.resolve()).rstrip("/") + "/", dict[str, bool]()
+    out, refused = Selection([], [], []), list[str]()
     for rel in candidate_paths(root):
         if drop.match_file(rel):
-            continue
-        if secret.match_file(rel):
-            refused.append(rel)
             continue
         if any(ord(c) < 32 for c in rel) or rel.startswith("/") or ".." in rel.split("/"):
             raise InputError("a file name the box cannot take safely (a control character or ..)",
                              observed=repr(rel)[:200], next_step="rename it, or exclude it")
-        full = root / rel
-        if full.is_symlink():
-            links.append(rel)
-        elif full.is_file():
-            keep.append(rel)
+        why = _left_out(root, real_root, rel, denied or [], seen)
+        if why is not None:
+            out.skipped.append(SkippedFile(path=rel, reason=why))
+        elif secret.match_file(rel):
+            refused.append(rel)
+        else:
+            try:
+                mode = os.lstat(os.path.join(root, rel)).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                out.links.append(rel)
+            elif stat.S_ISREG(mode):
+                out.keep.append(rel)
     if refused:
         raise InputError("refused: the tree holds credential files: " + ", ".join(refused[:10]),
                          next_step="add them to .gitignore or exclude=[...]; pass secrets to runs with secret_env "
                          "(by name) instead of files")
-    return keep, links
+    return out
 
 
 def hash_files(root: Path, paths: list[str]) -> list[LocalFile]:
+    """Each file's hash, and what secret its first SCAN_BYTES hold (read once for both). The
+    last component is opened without following a link: one made since the listing fails here."""
     out = []
     for rel in paths:
-        full = root / rel
         h = hashlib.sha256()
-        with full.open("rb") as f:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(SCAN_BYTES)
+            h.update(head)
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
-        st = full.stat()
-        out.append(LocalFile(rel, st.st_size, h.hexdigest(), bool(st.st_mode & 0o111)))
+            st = os.fstat(f.fileno())
+        out.append(LocalFile(rel, st.st_size, h.hexdigest(), bool(st.st_mode & 0o111), content_reason(head)))
     return out
 
 

@@ -18,20 +18,27 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.paths import policy
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
 
 HEADROOM_BYTES = 1024**3
+MAX_EXPECTED_GIB = 1_000_000  # about a petabyte; 1e308 GiB would overflow the byte count
 HF_MIN_INODES = 10_000  # a repo's file count is unknown before it is listed
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")  # a branch, tag or commit
+_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
 class FetchRequest(BaseModel):
-    url: str | None = Field(default=None, max_length=4096, pattern=r"^(https?|ftp)://[^\s]+$")
+    """What to fetch. Its text fields are checked by `_check`, whose errors never quote a value
+    (a pydantic pattern error would quote it back)."""
+
+    url: str | None = Field(default=None, description="http(s) URL of one file, taken literally")
     hf_repo: str | None = Field(default=None, description="a Hugging Face repo id, e.g. meta-llama/Llama-3.1-8B")
     hf_repo_type: Literal["model", "dataset"] = "model"
-    revision: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._/-]{1,128}$")
+    revision: str | None = None
     dest: str = Field(description="where it lands on the box: a file for a URL, a directory for a repo")
     sha256: str | None = None
     expected_gib: float | None = Field(default=None, gt=0, description="size when the source does not say")
@@ -49,19 +56,54 @@ class FetchResult(BaseModel):
     run: LaunchResult | None = Field(default=None, description="the download job: tail_logs / wait_for_run it")
 
 
+def _refuse(what: str, expected: str, step: str) -> InputError:
+    return InputError(f"{what}; nothing was fetched", expected=expected, next_step=step)
+
+
+def _check_names(req: FetchRequest) -> None:
+    """The name-like arguments, each against its own rule; an error names the argument, never its value."""
+    if req.url is not None and (not _URL.match(req.url) or any(ord(c) < 32 or ord(c) == 127 for c in req.url)):
+        raise _refuse("url is not an http(s) URL of one file", "http:// or https:// then a host, no spaces or "
+                      "control characters (ftp and file are not fetched)", "pass the file's http(s) URL")
+    if req.hf_repo is not None and (not _REPO.match(req.hf_repo) or ".." in req.hf_repo):
+        raise _refuse("hf_repo is not a repo id", "owner/name: letters, digits, . _ -, each part starting with a "
+                      "letter or digit, no ..", "pass the repo id as the Hub shows it")
+    if req.revision is not None and (len(req.revision) > 128 or not _REVISION.match(req.revision)
+                                     or ".." in req.revision):
+        raise _refuse("revision is not a branch, tag or commit name", "at most 128 characters: parts of letters, "
+                      "digits, . _ - joined by /, each starting with a letter or digit, no ..",
+                      "pass a branch (main), a tag, or a commit hash")
+    if req.sha256 is not None and not _SHA.match(req.sha256):
+        raise _refuse("sha256 is not a SHA-256", "64 lowercase hex digits", "pass the file's hex digest, or omit it")
+    if req.token_env is not None:
+        try:
+            check_env_name(req.token_env)
+        except InputError:
+            raise _refuse("token_env is not an environment variable name", "[A-Za-z_][A-Za-z0-9_]*, at most 128 "
+                          "characters", "pass the NAME of the server's variable (e.g. HF_TOKEN)") from None
+    if req.expected_gib is not None and not req.expected_gib <= MAX_EXPECTED_GIB:
+        raise _refuse("expected_gib is larger than any disk", f"at most {MAX_EXPECTED_GIB:,} GiB",
+                      "pass the size in GiB")
+    if not req.dest or any(ord(c) < 32 or ord(c) == 127 for c in req.dest):
+        raise _refuse("dest is empty or holds a control character", "an absolute box path", "pass the box path")
+
+
 def _check(req: FetchRequest, spec: HostSpec) -> None:
+    """What can be told here; where dest really lands is decided on the box (`policy.confined_path`)."""
     if (req.url is None) == (req.hf_repo is None):
         raise InputError("give exactly one of url or hf_repo")
-    if req.hf_repo is not None and not _REPO.match(req.hf_repo):
-        raise InputError("hf_repo is not a repo id", observed=req.hf_repo, expected="owner/name")
-    if req.sha256 is not None and not _SHA.match(req.sha256):
-        raise InputError("sha256 must be 64 lowercase hex digits", observed=req.sha256)
-    if req.token_env:
-        check_env_name(req.token_env)
+    _check_names(req)
     roots = [spec.durable_root.rstrip("/") + "/", spec.scratch_root.rstrip("/") + "/"]
-    if not any(req.dest.startswith(r) for r in roots) or "/../" in req.dest + "/":
-        raise InputError("dest must be under the box's durable or scratch root", observed=req.dest,
-                         expected=f"under {spec.durable_root} or {spec.scratch_root}")
+    parts = req.dest.split("/")
+    if not any(req.dest.startswith(r) for r in roots) or ".." in parts or "." in parts:
+        raise InputError("dest must be under the box's durable or scratch root, without . or .. parts",
+                         host=spec.name, expected=f"under {spec.durable_root} or {spec.scratch_root}",
+                         next_step="pass a box path under one of those roots")
+
+
+def _roots(spec: HostSpec) -> list[str]:
+    """The roots a fetch may write under, then the control trees it may not (rgt_confine's words)."""
+    return policy.confine_words(spec.durable_root, [spec.durable_root, spec.scratch_root])
 
 
 def _gate(spec: HostSpec, kv: dict[str, str], need: int | None, hf: bool) -> None:
@@ -83,25 +125,29 @@ def fingerprint(req: FetchRequest) -> str:
     return hashlib.sha256(what.encode()).hexdigest()[:32]
 
 
-def _command(req: FetchRequest, length: int | None) -> str:
-    attempts = str(req.attempts)
+def _command(req: FetchRequest, length: int | None, spec: HostSpec) -> str:
+    attempts = quote(str(req.attempts))
     if req.url is not None:
-        return scripts.command("fetch_url", req.url, req.dest, req.sha256 or "", attempts,
-                               "" if length is None else str(length), fingerprint(req))
-    return scripts.command("fetch_hf", req.hf_repo or "", req.hf_repo_type, req.revision or "", req.dest, attempts,
-                           fingerprint(req))
+        words = [quote(req.url), path_word(req.dest, "dest"), quote(req.sha256 or ""), attempts,
+                 quote("" if length is None else str(length)), quote(fingerprint(req))]
+        return policy.library() + scripts.command_words("fetch_url", *words, *_roots(spec))
+    words = [quote(req.hf_repo or ""), quote(req.hf_repo_type), quote(req.revision or ""), path_word(req.dest, "dest"),
+             attempts, quote(fingerprint(req))]
+    return policy.library() + scripts.command_words("fetch_hf", *words, *_roots(spec))
 
 
 async def fetch_data(host: Host, spec: HostSpec, req: FetchRequest, *, ledger: Ledger | None,
                      redactor: Redactor) -> FetchResult:
     _check(req, spec)
-    res = await host.run(scripts.command_words("fetch_check", path_word(req.dest, "dest"), quote(req.url or "")),
-                         timeout=30)
+    res = await host.run(policy.library() + scripts.command_words(
+        "fetch_check", path_word(req.dest, "dest"), quote(req.url or ""), *_roots(spec)), timeout=30)
     res.check("checking where the download lands")
     kv = parse_kv(res.text)
+    what = {"part": "dest's .part file", "marker": "dest's completion marker"}.get(kv.get("confine_of", ""), "dest")
+    policy.confined_path(kv.get("confine", ""), what=what, host=spec.name, roots=[spec.durable_root, spec.scratch_root])
     if kv.get("done") and kv.get("done_source") != fingerprint(req):
         raise InputError("dest already holds a different fetch (another URL, repo, revision or sha256)",
-                         host=spec.name, path=req.dest, next_step="choose another dest, or delete that one first")
+                         host=spec.name, next_step="choose another dest, or delete that one first")
     if kv.get("done"):
         return FetchResult(host=spec.name, dest=req.dest, outcome="already_there", expected_bytes=None,
                            sha256=kv["done"] if _SHA.match(kv["done"]) else None)
@@ -116,7 +162,7 @@ async def fetch_data(host: Host, spec: HostSpec, req: FetchRequest, *, ledger: L
     name = "fetch-" + re.sub(r"[^A-Za-z0-9._-]", "-", (req.hf_repo or urlsplit(req.url or "").path).rsplit("/", 1)[-1]
                              or "data")[:48].strip("-._")
     launch_req = LaunchRequest(
-        command=f"bash -c {quote(_command(req, length))}", name=name,
+        command=f"bash -c {quote(_command(req, length, spec))}", name=name,
         secret_env=[req.token_env] if req.token_env else [],
         env={"RGT_FETCH_TOKEN_VAR": req.token_env} if req.token_env else {}, probe_s=2.0,
         relaunch=True, min_free_gib=0, min_free_inodes=0)

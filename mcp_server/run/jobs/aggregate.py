@@ -7,7 +7,12 @@ finished cell's files are copied to `<durable_root>/results/<name>/<cell>/`, eac
 size and sha256 on the box (scripts/job_aggregate.sh). Nothing is deleted, and a file already
 at the destination with other content is never replaced: that cell fails and says so. A
 second call skips cells already made durable (their receipt matches) and continues where a
-spent time budget stopped. Zero cells made durable is an error, never a success."""
+spent time budget stopped. Zero cells made durable is an error, never a success.
+
+The source root is confined exactly as verify_artifacts confines its root (under the durable or
+scratch root or the host's verify_roots, by its physical path), and only regular files are
+copied: a symlinked cell, file or directory is never followed; it fails its cell with the
+finding verify_artifacts gives a symlink."""
 
 from __future__ import annotations
 
@@ -23,10 +28,12 @@ from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.scripts import load
-from mcp_server.verify.artifacts.roster import check_pattern, is_glob
+from mcp_server.verify.artifacts.manifest import confine_root
+from mcp_server.verify.artifacts.roster import RosterFinding, check_pattern, is_glob, symlink_finding
 
 BUDGET_S = 25  # seconds of copying per call; the rest of the finished cells stay `pending`
 MAX_LISTED = 200
+MAX_FINDINGS = 20  # per cell
 
 CellOutcome = Literal["copied", "already_durable", "unfinished", "pending", "failed"]
 
@@ -37,6 +44,7 @@ class AggregatedCell(BaseModel):
     files: int = 0
     bytes: int = 0
     detail: str = ""
+    findings: list[RosterFinding] = Field(default_factory=list, description=f"refused symlinks (first {MAX_FINDINGS})")
 
 
 class AggregateResult(BaseModel):
@@ -74,15 +82,23 @@ def _check(req: AggregateRequest) -> None:
 
 
 def _parse(text: str) -> tuple[dict[str, str], list[AggregatedCell]]:
-    cells = []
+    cells: list[AggregatedCell] = []
+    links: dict[str, list[RosterFinding]] = {}  # cell -> its refused symlinks, printed before its cell line
     for line in text.splitlines():
+        if line.startswith("link="):
+            cell, _, rest = line[5:].partition("\t")
+            path, _, target = rest.partition("\t")
+            found = links.setdefault(cell, [])
+            if len(found) < MAX_FINDINGS:
+                found.append(symlink_finding(path, target))
+            continue
         if not line.startswith("cell="):
             continue
         parts = line[5:].split("\t", 4)
         if len(parts) == 5:
             fields = dict(zip(("cell", "outcome", "files", "bytes", "detail"), parts, strict=True))
             with contextlib.suppress(ValidationError):  # a garbled line is no cell
-                cells.append(AggregatedCell.model_validate(fields))
+                cells.append(AggregatedCell.model_validate({**fields, "findings": links.pop(parts[0], [])}))
     return parse_kv(text), cells
 
 
@@ -113,9 +129,12 @@ def _refuse_nothing_durable(spec: HostSpec, req: AggregateRequest, root: str, ce
                             "`marker` the file your job writes only once a cell is done; nothing was copied")
     if not any(c.outcome in ("copied", "already_durable", "pending") for c in finished):
         why = "; ".join(f"{c.cell}: {c.detail}" for c in finished[:5])
+        step = "check the durable root is writable and has space (df -h, df -i); the scratch copies are untouched"
+        if any(c.findings for c in finished):
+            step = ("a symlink is never followed or copied: name the regular files to copy with `files`, or put "
+                    "the real files in the cells; otherwise " + step)
         raise RgtError(f"no finished cell could be made durable ({len(finished)} failed)", host=spec.name,
-                       path=root, observed=why, next_step="check the durable root is writable and has space "
-                       "(df -h, df -i); the scratch copies are untouched")
+                       path=root, observed=why, next_step=step)
 
 
 async def aggregate_cells(host: Host, spec: HostSpec, req: AggregateRequest, *,
@@ -123,7 +142,8 @@ async def aggregate_cells(host: Host, spec: HostSpec, req: AggregateRequest, *,
     """Copy every finished cell under the source root to `<durable>/results/<name>/`, verified."""
     _check(req)
     root = req.root or spec.scratch_root
-    words = [path_word(root, "root"), quote(req.cells), quote(req.marker), path_word(spec.durable_root, "durable root"),
+    facts = await confine_root(host, root, spec.result_roots)
+    words = [quote(facts.abs_root), quote(req.cells), quote(req.marker), path_word(spec.durable_root, "durable root"),
              quote(req.name), quote(str(BUDGET_S)), *map(quote, req.files)]
     res = await host.run(job_script("job_aggregate", *words, libraries=(load("job_sync"),)), timeout=BUDGET_S + 90,
                          slow=True)
@@ -131,6 +151,10 @@ async def aggregate_cells(host: Host, spec: HostSpec, req: AggregateRequest, *,
     if res.text.startswith("RGT-NOROOT"):
         raise NotFoundError("the source root does not exist on the box", host=spec.name, path=root,
                             next_step="pass root: the directory that holds the cells (default: the scratch root)")
+    if res.text.startswith("RGT-MOVED"):
+        raise InputError("refused: the source root's physical path changed after it was checked (a symlink on "
+                         "the way to it?)", host=spec.name, path=root,
+                         next_step="pass root as the directory itself, not through a symlink; nothing was copied")
     if res.text.startswith("RGT-NODURABLE"):
         raise NotFoundError("the durable root does not exist on the box", host=spec.name, path=spec.durable_root,
                             next_step="create it, or set durable_root for this host in the inventory")

@@ -1,5 +1,9 @@
 """plot_run's domain side: read a run's metric sources from the box in one round trip, parse
-them into series, summarise each, and save a rendered plot back into the run dir."""
+them into series, summarise each, and save a rendered plot back into the run dir.
+
+Every string from the box (the metrics text, series keys, source names, the run's state text)
+passes the box-text cleaner tail_logs uses: no escape sequence or control character reaches
+the agent; a key is one line of at most MAX_KEY characters."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import secrets as _secrets
 
 from pydantic import BaseModel, Field
 
-from mcp_server import scripts
+from mcp_server import scripts, untrusted
 from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
@@ -22,6 +26,7 @@ from mcp_server.run.jobs.status import RunState, parse_state
 
 FILE_WINDOW = 4 * 1024 * 1024
 TB_WINDOW = 8 * 1024 * 1024  # first bytes of each TensorBoard event file
+MAX_KEY = 128  # characters of a series key: a longer "key" is prose, not a metric name
 _SAVE_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -54,6 +59,22 @@ def _sections(out: bytes, nonce: str) -> tuple[str, list[tuple[str, int, str]]]:
     return head.decode("utf-8", "replace"), found
 
 
+def _clean_keys(series: dict[str, Points]) -> dict[str, Points]:
+    """The series under keys cleaned as box text, whitespace runs made one space; a key left
+    empty or longer than MAX_KEY is dropped, a key cleaned into one already there keeps the first."""
+    out: dict[str, Points] = {}
+    for key, points in series.items():
+        clean = " ".join(untrusted.clean(key).split())
+        if clean and len(clean) <= MAX_KEY:
+            out.setdefault(clean, points)
+    return out
+
+
+def _clean_state(state: RunState) -> RunState:
+    return state.model_copy(update={"sync": untrusted.clean(state.sync) if state.sync is not None else None,
+                                    "evidence": [untrusted.clean(e) for e in state.evidence]})
+
+
 def _series_of(sections: list[tuple[str, int, str]]) -> tuple[dict[str, Points], list[str], bool]:
     data: dict[str, Points] = {}
     used, partial = [], False
@@ -64,15 +85,16 @@ def _series_of(sections: list[tuple[str, int, str]]) -> tuple[dict[str, Points],
             partial = partial or size > TB_WINDOW
             if parsed:
                 used.append(name)
-                merge(data, parsed)
+                merge(data, _clean_keys(parsed))
             continue
         if size > FILE_WINDOW:
             partial = True
             text = text.partition("\n")[2]  # the first line of a cut window is partial
+        text = untrusted.clean(text)  # a coloured log line parses as its plain text
         parsed = parse_csv(text) if name.endswith(".csv") else parse_text(text)
         if parsed:
             used.append(name)
-            merge(data, parsed)
+            merge(data, _clean_keys(parsed))
     return data, used, partial
 
 
@@ -88,8 +110,8 @@ async def read_run_metrics(host: Host, spec: HostSpec, run_id: str, redactor: Re
                             path=spec.durable_root, next_step="list_runs shows the runs on the box")
     head, sections = _sections(res.stdout, nonce)
     state_line = next((ln[6:] for ln in head.splitlines() if ln.startswith("state=")), None)
-    data, used, partial = _series_of([(n, s, redactor.scrub(t)) for n, s, t in sections])
-    curves = RunCurves(run_id=run_id, state=parse_state(state_line) if state_line else None, sources=used,
+    data, used, partial = _series_of([(untrusted.clean(n), s, redactor.scrub(t)) for n, s, t in sections])
+    curves = RunCurves(run_id=run_id, state=_clean_state(parse_state(state_line)) if state_line else None, sources=used,
                        available=list(data), series=[], partial=partial)
     return RunData(curves, data)
 

@@ -34,7 +34,7 @@ from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.engines.slurm import submit_refusal
 from mcp_server.run.jobs.launch_facts import disk_gate, forget, read_facts, remember, remembered
 from mcp_server.run.jobs.launch_start import start_script, with_box_git
-from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path
+from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path, work_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
 from mcp_server.run.jobs.status import FINISHED, LIVE, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
@@ -85,6 +85,8 @@ class LaunchResult(BaseModel):
     backend: str
     run_dir: str
     log_path: str
+    output_dir: str | None = Field(default=None, description="where the run writes by relative path: a code "
+                                   "snapshot run's own work dir (the snapshot stays sealed), else the workdir")
     state: RunState
     log_tail: str = Field(description="last lines of the log (secret values redacted)")
     signatures: list[SignatureHit]
@@ -159,13 +161,23 @@ def choose_backend(req: LaunchRequest, facts: dict[str, str], spec: HostSpec) ->
     return backend, [f"on the login node, as asked: {req.login_node_reason}"] if req.login_node_reason else []
 
 
+def run_cwd(facts: dict[str, str], run_id: str, queue_id: str | None) -> str:
+    """Where the command starts. A push_code snapshot is sealed: a run in one works in its own
+    <run dir>/work, the snapshot's entries linked in, so what it writes lands there; any other
+    workdir (and, for now, a queue's cells) is the working directory itself."""
+    if facts.get("snapshot") and queue_id is None:
+        return work_dir_path(f"{facts['base']}/runs/{run_id}")
+    return facts["workdir"]
+
+
 def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_id: str, backend: Backend,
                 secret_names: list[str], command: str, queue_id: str | None = None) -> RunRecord:
     now = time.time()
-    root = req.output_root or facts["workdir"]
+    cwd = run_cwd(facts, run_id, queue_id)
+    root = req.output_root or cwd
     return RunRecord(
         run_id=run_id, name=req.name if queue_id is None else None, host=spec.name, backend=backend,
-        command=command, workdir=facts["workdir"], env=req.env, secret_env_names=sorted(secret_names),
+        command=command, workdir=facts["workdir"], output_dir=cwd, env=req.env, secret_env_names=sorted(secret_names),
         started_at=now, started_at_utc=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
         user=facts.get("user"), **_git_facts(facts),
         host_facts={k: facts[k] for k in ("hostname", "uname", "gpus") if k in facts},
@@ -211,9 +223,10 @@ def refuse_unwritten(spec: HostSpec, text: str) -> None:
                                     "then launch again")
 
 
-def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequest, base: str, text: str,
+def _parse_start(spec: HostSpec, engine: JobEngine, record: RunRecord, req: LaunchRequest, base: str, text: str,
                  redactor: Redactor, notes: list[str]) -> LaunchResult:
     refuse_unwritten(spec, text)
+    run_id = record.run_id
     head, _, log = text.partition("RGT-LOG\n")
     lines = head.splitlines()
     first = next((ln for ln in lines if ln.startswith(("RGT-EXISTING", "RGT-FINISHED"))), "")
@@ -239,6 +252,7 @@ def _parse_start(spec: HostSpec, engine: JobEngine, run_id: str, req: LaunchRequ
     return LaunchResult(
         host=spec.name, run_id=run_id, name=req.name, backend=engine.name, run_dir=run_dir,
         outcome="exited_early" if state.status in FINISHED else "queued" if state.status == "queued" else "running",
+        output_dir=record.output_dir,
         log_path=engine.log_path(run_dir), state=state, log_tail="\n".join(tail.splitlines()[-40:]),
         signatures=scan(tail), progress=progress_hint(tail), notes=notes, tmux_session=engine.job_name(run_id),
     )
@@ -260,7 +274,8 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
                         "exit_code": result.state.exit_code,
                         "outputs": record.outputs.model_dump() if record.outputs else None,
                         "sync": record.sync.model_dump() if record.sync else None,
-                        "code_snapshot": record.code_snapshot, "git_commit": record.git_commit,
+                        "code_snapshot": record.code_snapshot, "output_dir": record.output_dir,
+                        "git_commit": record.git_commit,
                         "rerun_of": record.rerun_of})
 
 
@@ -328,7 +343,7 @@ async def launch(host: Host, spec: HostSpec, req: LaunchRequest, *, ledger: Ledg
         if text.startswith("RGT-DISK-GATE"):
             disk_gate(spec, parse_kv(text), req)
         record = with_box_git(record, text)
-        result = _parse_start(spec, engine, run_id, req, facts["base"], text, redactor, notes)
+        result = _parse_start(spec, engine, record, req, facts["base"], text, redactor, notes)
         if ledger is not None and result.outcome in ("running", "queued", "exited_early"):
             _record_launch(ledger, spec, req, record, result)
         return result

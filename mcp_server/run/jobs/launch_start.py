@@ -17,7 +17,7 @@ from mcp_server.run.jobs.launch_facts import asked_workdir, gate_floors
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import RunRecord
 from mcp_server.run.jobs.status import STATE_FUNCS
-from mcp_server.run.jobs.wrapper import env_script, wrapper_text
+from mcp_server.run.jobs.wrapper import env_script, run_dirs, wrapper_text
 
 if TYPE_CHECKING:
     from mcp_server.run.jobs.launch import LaunchRequest
@@ -71,13 +71,16 @@ def with_box_git(record: RunRecord, text: str) -> RunRecord:
 def start_script(spec: HostSpec, req: LaunchRequest, engine: JobEngine, record: RunRecord, base: str,
                  assumed: bool) -> str:
     """The start with the run's files as arguments; `assumed`: the facts were remembered, so the box
-    checks the workdir still resolves to the record's path."""
+    checks the workdir still resolves to the record's path. A run whose output_dir is not its
+    workdir (a snapshot's) gets that dir made, the workdir's entries linked in."""
     fill = fills_git(record)
     head = [base, record.run_id, req.name or "", "1" if req.relaunch else "0", str(int(req.probe_s / 0.2)),
             str(LOG_TAIL_BYTES), engine.job_name(record.run_id) or "", "1" if fill else "0", "1" if assumed else "0"]
     asked = [path_word(spec.durable_root, "durable root"), path_word(asked_workdir(spec, req), "workdir")]
-    tail = [*gate_floors(req), record.workdir, box_record_text(record, fill), file_text(record.command),
-            env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
+    dirs = run_dirs(record.workdir, record.output_dir, f"{base}/runs/{record.run_id}")
+    env = env_script(req.env, spec.profile.proxy_hook, dirs)
+    tail = [*gate_floors(req), record.workdir, record.output_dir or record.workdir, box_record_text(record, fill),
+            file_text(record.command), env, wrapper_text(),
             record.sync.spec_text() if record.sync else "", on_exit_text(req)]
     libraries: tuple[str, ...] = (STATE_FUNCS, scripts.load("job_run_files"), scripts.load("job_launch_lib"),
                                   engine.submit_functions())

@@ -1,9 +1,13 @@
 """Training metrics from a run's own text: parsing and the numbers an agent judges a run by.
 
-Sources, all plain text: log lines with `key=value` or `key: value` pairs, JSON lines (one
-object per line), and CSV with a header row. The x axis of a point is the line's `step`
-(or `global_step`, `iter`, `iteration`, `epoch`) when the line has one, else the point's
-index in its series. Non-finite values (nan, inf) are kept: they are the news."""
+Sources, all plain text: JSON lines (one object per line), CSV with a header row, and log lines
+with `key=value` or `key: value` pairs. A log line gives pairs only where a metrics line puts
+them: a run of pairs at the start of its message (after what a logger puts first: date, time,
+level, [tags], file:line) or right after a step marker at that start (`step 100: loss=0.5`,
+`[epoch 3] loss=0.4`, `Epoch 3/10 - loss: 0.4`, `it 10 | loss 0.3`); a pair inside prose
+(`Note: the reaper said min_age_s=0`) is never a series. The x axis of a point is the line's
+`step` (or `global_step`, `iter`, `iteration`, `it`, `epoch`) when the line has one, else the
+point's index in its series. Non-finite values (nan, inf) are kept: they are the news."""
 
 from __future__ import annotations
 
@@ -17,8 +21,26 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 X_KEYS = ("step", "global_step", "iter", "iteration", "it", "epoch")
-_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)"
+# Atomic digit runs: a long run of digits that is no number is refused in linear time, not quadratic.
+_NUM = r"[-+]?(?:(?>\d+\.?\d*(?:[eE][-+]?\d+)?)|(?>\.\d+(?:[eE][-+]?\d+)?)|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)"
 _PAIR = re.compile(rf"(?<![\w./-])([A-Za-z_][\w./-]{{0,63}})\s*[=:]\s*({_NUM})(?![\w.:/-])")
+_SPACED_PAIR = re.compile(rf"([A-Za-z_][\w./-]{{0,63}})\s+({_NUM})(?=\s*(?:\||$))")  # `| loss 0.3 |`
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)\b"
+# What a logger writes before the message, one token at a time.
+_PREFIX = re.compile(rf"""\s*(?:
+    \d[\w:.,/+-]*                                # a date, a time, a counter: 2024-01-01 12:00:01,123 32/32 2ms/step
+  | \[(?:[^\]\s]{{0,40}}\d[^\]]{{0,80}}|\s*{_LEVEL}\s*|[=>.\s-]{{0,200}})\]  # [2024-01-01 12:00] [INFO] [rank0] [=>..]
+  | {_LEVEL}(?::[\w.<>-]+(?=:))*:?               # INFO  INFO:root:  WARNING:__main__:
+  | [IWEF]\d{{4}}                                # absl / glog: I0101
+  | [\w.<>-]+\.py:\d+\]?                         # absl / glog: train.py:42]
+  | [\w.<>-]+:[\w.<>-]+:\d+                       # loguru: __main__:main:12
+  | [a-z_][\w.]*(?=\s+-\s)                       # a logger name before " - ": __main__ - INFO -
+  | <std(?:out|err)>:?                           # mpirun: [1,0]<stdout>:
+  | [-|:>]+(?=\s)                                # separators
+)""", re.X)
+_MARKER = re.compile(r"[\[(]?\s*(step|global_step|iteration|iter|it|epoch)\b\s*[=:#]?\s*(\d+(?:\.\d+)?)"
+                     r"(?:\s*/\s*\d+)?\s*[\])]?:?", re.I)
+_SEP = re.compile(r"(?:[\s,;|]|-(?=\s))*")
 _LOWER_IS_BETTER = ("loss", "err", "perplexity", "ppl", "mse", "mae", "rmse", "wer", "cer", "nll", "bpd", "fid")
 MAX_SERIES = 64
 MAX_POINTS = 200_000
@@ -71,8 +93,37 @@ def _json_record(line: str) -> dict[str, float] | None:
     return out
 
 
+def _message_start(line: str) -> int:
+    """Where the message begins: past the date, time, level, tags and file:line a logger writes first."""
+    pos = 0
+    while (m := _PREFIX.match(line, pos)) and m.end() > pos:
+        pos = m.end()
+    return len(line) - len(line[pos:].lstrip())
+
+
+def _line_record(line: str) -> dict[str, float]:
+    """The pairs a metrics line holds: a run of them at the message's start, or right after a step
+    marker there; pairs later in the line, after any other word, are prose and never count."""
+    pos = _message_start(line)
+    if line.startswith("{", pos):
+        return _json_record(line[pos:]) or {}
+    record: dict[str, float] = {}
+    if marker := _MARKER.match(line, pos):
+        record[marker[1].lower()] = float(marker[2])
+        pos = marker.end()
+    while True:
+        sep = _SEP.match(line, pos)
+        pos = sep.end() if sep else pos
+        pair = _PAIR.match(line, pos) or (_SPACED_PAIR.match(line, pos) if sep and "|" in sep[0] else None)
+        if not pair:
+            return record
+        record[pair[1]] = float(pair[2])
+        pos = pair.end()
+
+
 def parse_text(text: str) -> dict[str, Points]:
-    """Series from log lines: JSON objects and `key=value` / `key: value` pairs."""
+    """Series from log lines: JSON objects and `key=value` / `key: value` pairs where a metrics
+    line puts them (the module's docstring)."""
     col = _Collector()
     for line in text.splitlines():
         s = line.strip()
@@ -80,7 +131,7 @@ def parse_text(text: str) -> dict[str, Points]:
             continue
         record = _json_record(s) if s.startswith("{") else None
         if record is None:
-            record = {k: float(v) for k, v in _PAIR.findall(s)}
+            record = _line_record(s)
         if record:
             col.add(record)
     return col.series

@@ -28,8 +28,10 @@ async def rerun_request(host: Host, spec: HostSpec, run_id: str, given: LaunchRe
         raise InputError(f"run {run_id} was a cell of a queue or sweep; rerun that cell's command with "
                          "launch_detached, or the sweep with start_index", host=spec.name)
     sync = [p.replace(run_id, RUN_ID_TOKEN) for p in rec.sync.patterns] if rec.sync else []
+    root = rec.outputs.root if rec.outputs else (rec.sync.root if rec.sync else None)
+    if rec.code_snapshot and root in (rec.workdir, rec.output_dir):
+        root = None  # a snapshot run's default root, its own work dir: the rerun gets its own
     return given.model_copy(update={
         "command": rec.command, "workdir": rec.workdir, "env": dict(rec.env), "secret_env": list(rec.secret_env_names),
         "backend": rec.backend, "outputs": rec.outputs.patterns if rec.outputs else [],
-        "output_root": rec.outputs.root if rec.outputs else (rec.sync.root if rec.sync else None),
-        "sync_to_durable": sync, "rerun_of": run_id})
+        "output_root": root, "sync_to_durable": sync, "rerun_of": run_id})

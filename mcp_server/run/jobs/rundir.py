@@ -7,6 +7,9 @@
                    sync_status  sync_files  (the copy's outcome and its files, before exit_code)
                    cancelled  (cancel_run: who, when, why; written before the engine stops it)
                    held  (a queued cell the disk floor holds back: why; removed when it starts)
+                   work/  (a run in a push_code snapshot: its working directory, symlinks to the
+                          snapshot's top-level entries; what the run writes by relative path lands here)
+                   pycache/  (the same run: Python's bytecode cache, kept out of the snapshot)
   names/<name>     the run id last launched under that name
   locks/<name>/    held while a launch of that name is in progress (mkdir is atomic)
 <durable_root>/results/<run_id>/   what sync_to_durable copied, by path under the source root
@@ -59,6 +62,12 @@ def run_dir_path(durable_root: str, run_id: str) -> str:
     return f"{runs_dir_path(durable_root)}/{run_id}"
 
 
+def work_dir_path(run_dir: str) -> str:
+    """A snapshot run's working directory: the code is linked in, its outputs land there, and the
+    sealed snapshot is never written."""
+    return f"{run_dir}/work"
+
+
 class RunOutputs(BaseModel):
     """What the run must produce: the roster verify_artifacts and teardown check."""
 
@@ -85,6 +94,8 @@ class RunRecord(BaseModel):
     git_dirty: bool | None = None
     git_branch: str | None = None
     code_snapshot: str | None = Field(default=None, description="the push_code snapshot id the run's workdir is")
+    output_dir: str | None = Field(default=None, description="the run's working directory: where what it writes by "
+                                   "relative path lands (a snapshot run's own <run dir>/work)")
     rerun_of: str | None = Field(default=None, description="the run this one repeats with the identical config")
     host_facts: dict[str, str] = Field(default_factory=dict)
     queue_id: str | None = None

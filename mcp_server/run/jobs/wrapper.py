@@ -21,14 +21,26 @@ def wrapper_text() -> str:
     return scripts.load("job_sync").rstrip("\n") + "\n" + scripts.load("job_wrapper")
 
 
-def env_script(env: dict[str, str], proxy_hook: str | None) -> str:
-    """env.sh: unbuffered output by default, the profile's proxy hook, the user's variables."""
+def env_script(env: dict[str, str], proxy_hook: str | None, dirs: dict[str, str] | None = None) -> str:
+    """env.sh: unbuffered output by default, the profile's proxy hook, the run's own directories
+    (`dirs`: RGT_CODE_DIR, RGT_OUTPUT_DIR), then the user's variables (a name they set wins)."""
     lines = ["# written at launch", "export PYTHONUNBUFFERED=1"]
     if proxy_hook:
         lines.append(proxy_hook)  # trusted profile data, never derived from the box
-    if env:
-        lines.append(env_assignments(env))
+    if dirs or env:
+        lines.append(env_assignments({**(dirs or {}), **env}))
     return "\n".join(lines) + "\n"
+
+
+def run_dirs(code_dir: str, output_dir: str | None, run_dir: str) -> dict[str, str]:
+    """The job's RGT_CODE_DIR (the code it runs: a snapshot, or the workdir) and RGT_OUTPUT_DIR
+    (where it writes: a snapshot run's own work dir, else the workdir)."""
+    dirs = {"RGT_CODE_DIR": code_dir, "RGT_OUTPUT_DIR": output_dir or code_dir}
+    if output_dir and output_dir != code_dir:
+        # Python writes bytecode next to the modules it imports, in the snapshot through the links
+        # (a script's own folder is resolved past its link): the run dir holds it instead.
+        dirs["PYTHONPYCACHEPREFIX"] = f"{run_dir}/pycache"
+    return dirs
 
 
 def secrets_payload(values: dict[str, str]) -> bytes:

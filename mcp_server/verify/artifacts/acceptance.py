@@ -207,7 +207,8 @@ async def _check(state: AcceptState, req: VerifyRequest, deadline: float) -> Non
         if time.monotonic() > deadline:
             return
         state.checks[path] = await asyncio.to_thread(check_file, Path(state.abs_root) / path, path,
-                                                     req.allow_pickle, expect_keys=req.expect_keys)
+                                                     req.allow_pickle, expect_keys=req.expect_keys,
+                                                     hand_made=req.hand_made)
     state.phase = "finalize"
 
 

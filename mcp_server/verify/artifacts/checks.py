@@ -10,11 +10,12 @@ No input crashes the checker: whatever a check raises becomes a failing verdict 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from mcp_server.globs import glob_regex
 from mcp_server.verify.artifacts import checks_arrays, checks_pickle, checks_text, checks_torch
 from mcp_server.verify.artifacts.checks_base import (
     FULL_CHECK_MAX,
@@ -58,10 +59,11 @@ _CHECKERS: dict[str, tuple[str, Checker]] = {
 
 
 def check_file(path: Path, rel: str, allow_pickle: bool = False, expect_keys: list[str] | None = None, *,
-               loaders: Loaders | None = None) -> FileVerdict:
+               loaders: Loaders | None = None, hand_made: Sequence[str] = ()) -> FileVerdict:
     """The verdict on one pulled file. `expect_keys` applies to checkpoints (torch files and
     safetensors); `loaders` narrows which optional libraries may be used (tests pass
-    Loaders.none() to prove the structural checks stand alone)."""
+    Loaders.none() to prove the structural checks stand alone); a file `hand_made` matches (globs)
+    was written by hand, so a last CSV row without a newline is no cut row."""
     suffix = Path(rel.lower()).suffix
     kind, checker = _CHECKERS.get(suffix, ("file", _not_inspected))
     try:
@@ -69,7 +71,8 @@ def check_file(path: Path, rel: str, allow_pickle: bool = False, expect_keys: li
         if size == 0 and checker is not _not_inspected:
             raise Defect("empty", f"0 bytes: an empty {suffix} file (a save that never wrote, or was cut to nothing)")
         got = checker(CheckInput(path=path, rel=rel, size=size, allow_pickle=allow_pickle,
-                                 expect_keys=list(expect_keys or []), loaders=loaders or Loaders.installed()))
+                                 expect_keys=list(expect_keys or []), loaders=loaders or Loaders.installed(),
+                                 hand_made=any(glob_regex(p).match(rel) for p in hand_made)))
     except Defect as d:
         return FileVerdict(path=rel, kind=d.kind or kind, ok=False, detail=d.detail, finding=d.finding)
     except Exception as exc:

@@ -62,6 +62,7 @@ class CheckInput:
     allow_pickle: bool
     expect_keys: list[str]
     loaders: Loaders
+    hand_made: bool = False  # written by hand: a last CSV row without a newline is not a cut row
 
     @property
     def full(self) -> bool:

@@ -3,7 +3,9 @@
 Python's json accepts the non-standard literals NaN, Infinity and -Infinity; a metrics file
 holding one is a diverged or broken metric, so they fail here, named by key path. JSONL and CSV
 are read as a stream and the first bad line is named by number; a last line that is cut off (a
-writer killed mid-row) is called that."""
+writer killed mid-row) is called that. A machine-written CSV ends every row with a newline, so a
+last row without one is a cut row even when its field count is right (`3,` of `epoch,loss`); a
+file written by hand is accepted with it when the request names it in `hand_made`."""
 
 from __future__ import annotations
 
@@ -168,5 +170,9 @@ def check_csv(inp: CheckInput) -> Outcome:
             raise Defect("load_error", f"ragged rows: the last row (line {line}) has {got} of {width} fields: "
                                        f"cut off mid-write{no_newline}")
         raise Defect("load_error", f"ragged rows: line {line} has {got} field(s), the header has {width}")
-    tail = "" if newline_end else " (no final newline: the last value may be cut)"
+    if not newline_end and not inp.hand_made:
+        raise Defect("load_error", f"line {last[0]}: the last row has no final newline, so it was cut mid-write (a "
+                                   "machine-written CSV ends every row with one); a file written by hand: name it "
+                                   "in hand_made")
+    tail = "" if newline_end else " (no final newline: accepted as written by hand)"
     return Outcome(detail=f"{rows} data rows x {width} columns, every row full{tail}")

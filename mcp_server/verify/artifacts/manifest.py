@@ -101,8 +101,8 @@ class Manifest(BaseModel):
         return (json.dumps(self.model_dump(by_alias=True), sort_keys=True, indent=2) + "\n").encode()
 
 
-def listing_script(root: str, allowed: Sequence[str] = ()) -> str:
-    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(MAX_LIST + 1)),
+def listing_script(root: str, allowed: Sequence[str] = (), max_entries: int = MAX_LIST) -> str:
+    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(max_entries + 1)),
                                  *(path_word(a, "allowed root") for a in allowed))
 
 
@@ -143,7 +143,21 @@ def _float(text: str | None) -> float | None:
 async def list_root(host: Host, root: str, allowed: Sequence[str] = ()) -> tuple[RootFacts, list[RemoteEntry]]:
     """The root's facts and entries; with `allowed`, the root's real path must be under one of
     those roots (a box's own run.json or a misled agent cannot point the pull at /etc)."""
-    res = await host.run(listing_script(root, allowed), timeout=30)
+    facts, body = await _listing(host, root, allowed, MAX_LIST)
+    entries = parse_listing(body)
+    if len(entries) > MAX_LIST:
+        raise InputError(f"more than {MAX_LIST} files under the root", host=host.name, path=root,
+                         next_step="point root at the result directory, not the project or a cache")
+    return facts, entries
+
+
+async def confine_root(host: Host, root: str, allowed: Sequence[str]) -> RootFacts:
+    """The root's facts, refused exactly as list_root refuses a root outside `allowed`; lists no file."""
+    return (await _listing(host, root, allowed, -1))[0]
+
+
+async def _listing(host: Host, root: str, allowed: Sequence[str], max_entries: int) -> tuple[RootFacts, bytes]:
+    res = await host.run(listing_script(root, allowed, max_entries), timeout=30)
     res.check("listing the result root")
     if res.stdout.startswith(b"RGT-NOROOT"):
         raise InputError("the result root does not exist on the box", host=host.name, path=root,
@@ -155,12 +169,7 @@ async def list_root(host: Host, root: str, allowed: Sequence[str] = ()) -> tuple
                          next_step="write results under the durable or scratch root, or list the directory in "
                          "the host's verify_roots (inventory)")
     head, _, body = res.stdout.partition(b"RGT-LIST\n")
-    facts = RootFacts.parse(head.decode("utf-8", "replace"), host.name, root)
-    entries = parse_listing(body)
-    if len(entries) > MAX_LIST:
-        raise InputError(f"more than {MAX_LIST} files under the root", host=host.name, path=root,
-                         next_step="point root at the result directory, not the project or a cache")
-    return facts, entries
+    return RootFacts.parse(head.decode("utf-8", "replace"), host.name, root), body
 
 
 async def start_hashing(host: Host, facts: RootFacts, files: list[RemoteEntry]) -> str:

@@ -22,6 +22,7 @@ class VerifyRequest(BaseModel):
     budget_s: float = Field(default=35.0, ge=2, le=55)
     allow_pickle: bool = False
     expect_keys: list[str] | None = None
+    hand_made: list[str] = Field(default_factory=list, description="globs of files written by hand")
     cells: CellSpec | None = None
     pack: bool = False
     accept_from: str | None = Field(default=None, description="accept mode: the producer's host name")

@@ -72,11 +72,7 @@ def resolve(roster: list[str], entries: list[RemoteEntry], budget: MatchBudget |
             chosen.setdefault(e.path, e)
     for e in chosen.values():
         if e.kind == "l":
-            outside = _escapes(e.path, e.target)
-            res.findings.append(RosterFinding(
-                path=e.path, kind="symlink", actual=e.target,
-                message="symlink refused (a manifest holds regular files only)"
-                + ("; it points outside the root" if outside else "")))
+            res.findings.append(symlink_finding(e.path, e.target))
         elif any(ord(c) < 32 for c in e.path):
             res.findings.append(RosterFinding(path=repr(e.path), kind="unsafe_name",
                                               message="control character in name"))
@@ -88,6 +84,14 @@ def resolve(roster: list[str], entries: list[RemoteEntry], budget: MatchBudget |
                                         message="on the box under the root but not in the roster (not pulled)"))
     res.files.sort(key=lambda e: e.path)
     return res
+
+
+def symlink_finding(path: str, target: str) -> RosterFinding:
+    """The finding for a symlink at `path` (relative to the root) pointing at `target`: refused,
+    never followed (aggregate_results refuses one the same way)."""
+    return RosterFinding(path=path, kind="symlink", actual=target,
+                         message="symlink refused (a manifest holds regular files only)"
+                         + ("; it points outside the root" if _escapes(path, target) else ""))
 
 
 def _hits(pattern: str, candidates: list[RemoteEntry], budget: MatchBudget | None) -> list[RemoteEntry]:

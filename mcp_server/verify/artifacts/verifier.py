@@ -208,7 +208,7 @@ async def _checking(host: Host, spec: HostSpec, req: VerifyRequest, state: PullS
         if time.monotonic() > deadline:
             return 0
         state.checks[mf.path] = await asyncio.to_thread(check_file, dest / mf.path, mf.path, req.allow_pickle,
-                                                        expect_keys=req.expect_keys)
+                                                        expect_keys=req.expect_keys, hand_made=req.hand_made)
     state.phase = "finalize"
     return 0
 
