@@ -2,13 +2,15 @@
 # Start a sweep on Slurm as job arrays: one run dir per command (the same contract as a single
 # launch), listed in chunk files of at most $3 run dirs, each chunk ONE `sbatch --array=0-N%K`
 # whose task i runs the chunk's line i+1. A chunk waits for the one before it (afterany), so no
-# more than K cells ever run at once. Needs job_state.sh, job_run_files.sh and the Slurm engine
-# library with rgt_sbatch. Secrets on stdin.
-# $1 array dir  $2 at most this many at once  $3 job name  $4 workdir  $5 env.sh  $6 wrapper.sh
-# $7 on_exit.sh ("": none)  then per run: run id, run.json, cmd.sh, sync_spec ("": none)
+# more than K cells ever run at once. Needs job_state.sh, job_run_files.sh, job_launch_lib.sh and
+# the Slurm engine library with rgt_sbatch. Secrets on stdin.
+# $1 array dir  $2 at most this many at once  $3 job name  $4 workdir  $5 1: each cell works in its
+# own <run dir>/work, the workdir's (a push_code snapshot's) entries linked in; 0: in the workdir
+# $6 env.sh  $7 wrapper.sh  $8 on_exit.sh ("": none)
+# then per run: run id, run.json, cmd.sh, sync_spec ("": none)
 set -u
-qd=$1 k=$2 job=$3 workdir=$4 env=$5 wrapper=$6 on_exit=$7
-shift 7
+qd=$1 k=$2 job=$3 workdir=$4 linked=$5 env=$6 wrapper=$7 on_exit=$8
+shift 8
 # MaxArraySize bounds the largest index (not the count): a chunk holds indices 0..MaxArraySize-1.
 per=$(scontrol show config 2>/dev/null | awk '$1 == "MaxArraySize" { print $3 }')
 case "$per" in ''|*[!0-9]*|0) per=1001;; esac
@@ -19,9 +21,12 @@ RGT_SECRETS=$(cat)
 trap 'cat "$qd"/chunk-* 2>/dev/null | while IFS= read -r r; do rm -rf -- "$r"; done; rm -rf -- "$qd"' EXIT
 n=0
 while [ $# -ge 4 ]; do
-  rgt_make_run "$runs/$1" "$workdir" "$2" "$3" "$env" "$wrapper" "$4" "$on_exit"
-  rgt_job_files "$runs/$1" "$RGT_SECRETS"
+  cwd=$workdir; [ "$linked" = 1 ] && cwd=$runs/$1/work
+  rgt_make_run "$runs/$1" "$cwd" "$2" "$3" "$env" "$wrapper" "$4" "$on_exit"
   printf '%s\n' "$runs/$1" >> "$qd/chunk-$((n / per))"
+  rgt_job_files "$runs/$1" "$RGT_SECRETS"
+  # A sealed snapshot is never written: the cell works in its own dir, the code linked in.
+  if [ "$linked" = 1 ] && ! rgt_code_links "$workdir" "$cwd" 2>/dev/null; then echo "RGT-WRITE-FAILED $cwd"; exit 1; fi
   n=$((n + 1))
   shift 4
 done

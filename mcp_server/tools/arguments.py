@@ -17,6 +17,7 @@ from mcp_server.app import App
 from mcp_server.errors import InputError
 from mcp_server.redact import Redactor
 from mcp_server.tools._common import coded_message, shown_key
+from mcp_server.tools._unquoted import unquote_arguments
 
 Schema = dict[str, Any]
 MAX_NAMED = 5  # unknown names shown in one refusal; the rest are counted
@@ -91,6 +92,15 @@ def refusal(tool: str, arguments: dict[str, Any], schema: Schema) -> InputError 
         next_step=f"call {tool} again with the right names (schemas://tools/{tool} has each one's type)")
 
 
+def _unquoted(result: HandlerResult, arguments: dict[str, Any]) -> HandlerResult:
+    """An error result's text without the caller's values that could carry text (_unquoted.py)."""
+    if not isinstance(result, types.CallToolResult) or not result.is_error or not arguments:
+        return result
+    content = [c.model_copy(update={"text": unquote_arguments(c.text, arguments)})
+               if isinstance(c, types.TextContent) else c for c in result.content]
+    return result.model_copy(update={"content": content})
+
+
 def register(server: MCPServer) -> None:
     """Wrap the tools/call handler with the check, as the SDK wraps it for an extension's
     interceptor: after the handshake gate and the params' validation, and inside the envelope
@@ -108,7 +118,7 @@ def register(server: MCPServer) -> None:
         schema = schemas.get(params.name)
         error = refusal(params.name, params.arguments or {}, schema) if schema is not None else None
         if error is None:
-            return await inner(ctx, params)
+            return _unquoted(await inner(ctx, params), params.arguments or {})
         app = ctx.lifespan_context
         text = coded_message(error, app.redactor if isinstance(app, App) else Redactor())
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"Error executing tool "

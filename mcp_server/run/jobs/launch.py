@@ -161,11 +161,11 @@ def choose_backend(req: LaunchRequest, facts: dict[str, str], spec: HostSpec) ->
     return backend, [f"on the login node, as asked: {req.login_node_reason}"] if req.login_node_reason else []
 
 
-def run_cwd(facts: dict[str, str], run_id: str, queue_id: str | None) -> str:
-    """Where the command starts. A push_code snapshot is sealed: a run in one works in its own
-    <run dir>/work, the snapshot's entries linked in, so what it writes lands there; any other
-    workdir (and, for now, a queue's cells) is the working directory itself."""
-    if facts.get("snapshot") and queue_id is None:
+def run_cwd(facts: dict[str, str], run_id: str) -> str:
+    """Where the command starts. A push_code snapshot is sealed: a run in one (a sweep's cell too)
+    works in its own <run dir>/work, the snapshot's entries linked in, so what it writes lands
+    there; any other workdir is the working directory itself."""
+    if facts.get("snapshot"):
         return work_dir_path(f"{facts['base']}/runs/{run_id}")
     return facts["workdir"]
 
@@ -173,7 +173,7 @@ def run_cwd(facts: dict[str, str], run_id: str, queue_id: str | None) -> str:
 def make_record(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], run_id: str, backend: Backend,
                 secret_names: list[str], command: str, queue_id: str | None = None) -> RunRecord:
     now = time.time()
-    cwd = run_cwd(facts, run_id, queue_id)
+    cwd = run_cwd(facts, run_id)
     root = req.output_root or cwd
     return RunRecord(
         run_id=run_id, name=req.name if queue_id is None else None, host=spec.name, backend=backend,

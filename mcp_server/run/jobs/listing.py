@@ -36,6 +36,7 @@ class RunSummary(BaseModel):
     ended_at: float | None = Field(
         default=None, description="epoch seconds the run ended (exit file, else last log write)")
     outputs: RunOutputs | None = None
+    output_dir: str | None = Field(default=None, description="where the run writes by relative path")
     sync: str | None = Field(default=None, description="sync_to_durable outcome")
 
 
@@ -91,7 +92,7 @@ def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) ->
         command=(rec.command or "")[:200] or None, log_size=state.log_size,
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
         ended_at=None if state.status in LIVE else (state.ended_at or state.log_mtime),
-        outputs=rec.outputs, sync=state.sync,
+        outputs=rec.outputs, output_dir=rec.output_dir, sync=state.sync,
     )
 
 

@@ -7,7 +7,9 @@ status `queued`. Cells are numbered from 1 in the order given (`<name>3-...` is 
 sweep that died at cell k restarts with the same commands and start_index=k, and cells 1..k-1
 are not run again. The launch's disk floor (min_free_gib, min_free_inodes) is checked again
 before each cell starts: below it the cell is held (its `held` file and log say why) until space
-is freed."""
+is freed. A sweep in a push_code snapshot gives every cell its own <cell run dir>/work (the
+snapshot's entries linked in, as a single launch's): what a cell writes by relative path lands
+there, its output_dir, and the sealed snapshot is never written."""
 
 from __future__ import annotations
 
@@ -34,9 +36,9 @@ from mcp_server.run.jobs.launch import (
 from mcp_server.run.jobs.launch_facts import read_facts
 from mcp_server.run.jobs.launch_start import file_text, on_exit_text, record_text
 from mcp_server.run.jobs.onbox import job_script
-from mcp_server.run.jobs.rundir import Backend, new_run_id
+from mcp_server.run.jobs.rundir import Backend, RunRecord, new_run_id, work_dir_path
 from mcp_server.run.jobs.status import STATE_FUNCS, RunState, parse_state
-from mcp_server.run.jobs.wrapper import env_script, secrets_payload, wrapper_text
+from mcp_server.run.jobs.wrapper import env_script, run_dirs, secrets_payload, wrapper_text
 
 Cell = tuple[int, str, str]  # index from 1, run id, command
 
@@ -46,6 +48,7 @@ class QueuedRun(BaseModel):
     run_id: str
     command: str
     state: RunState
+    output_dir: str | None = Field(default=None, description="where the cell writes by relative path")
 
 
 class QueueResult(BaseModel):
@@ -59,36 +62,65 @@ class QueueResult(BaseModel):
 
 
 def _start_script(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], queue_dir: str, max_concurrent: int,
-                  children: list[Cell], secret_names: list[str]) -> str:
+                  records: list[RunRecord]) -> str:
     """scripts/job_queue_start.sh with the queue's and every child's files as arguments."""
-    queue_id = queue_dir.rsplit("/", 1)[1]
     args = [queue_dir, str(int(max_concurrent)), f"{min(req.probe_s, 20):g}",
-            STATE_FUNCS + scripts.load("job_queue_runner"), facts["workdir"],
-            env_script(req.env, spec.profile.proxy_hook), wrapper_text(),
+            STATE_FUNCS + scripts.load("job_queue_runner"), facts["workdir"], linked_flag(facts),
+            cell_env(spec, req, facts), wrapper_text(),
             f"{int(req.min_free_gib * 2**20)} {int(req.min_free_inodes)}", on_exit_text(req)]
-    args += cell_files(spec, req, facts, children, "shell", secret_names, queue_id)
-    return job_script("job_queue_start", *map(quote, args), libraries=(STATE_FUNCS, scripts.load("job_run_files")))
+    args += cell_files(records)
+    libraries = (STATE_FUNCS, scripts.load("job_run_files"), scripts.load("job_launch_lib"))
+    return job_script("job_queue_start", *map(quote, args), libraries=libraries)
 
 
-def cell_files(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], children: list[Cell], backend: Backend,
-               secret_names: list[str], queue_id: str) -> list[str]:
+# What a cell's env.sh says for its run dir: the wrapper exports RGT_RUN_DIR (that cell's) before
+# it reads env.sh, so one file, shared by every cell of the sweep, names each cell's own dirs.
+_CELL_RUN_DIR = '"$RGT_RUN_DIR"'
+
+
+def cell_env(spec: HostSpec, req: LaunchRequest, facts: dict[str, str]) -> str:
+    """env.sh of every cell: a single launch's, RGT_CODE_DIR and RGT_OUTPUT_DIR (and, in a
+    snapshot, PYTHONPYCACHEPREFIX) taken from the cell's run dir; a name the user set wins."""
+    output_dir = work_dir_path(_CELL_RUN_DIR) if facts.get("snapshot") else None
+    dirs = run_dirs(facts["workdir"], output_dir, _CELL_RUN_DIR)
+    lines = [f"export {k}={v if v.startswith(_CELL_RUN_DIR) else quote(v)}\n"
+             for k, v in dirs.items() if k not in req.env]
+    return env_script(req.env, spec.profile.proxy_hook) + "".join(lines)
+
+
+def linked_flag(facts: dict[str, str]) -> str:
+    """1: every cell works in its own <run dir>/work, the snapshot's entries linked in (run_cwd)."""
+    return "1" if facts.get("snapshot") else "0"
+
+
+def cell_records(spec: HostSpec, req: LaunchRequest, facts: dict[str, str], children: list[Cell], backend: Backend,
+                 secret_names: list[str], queue_id: str) -> list[RunRecord]:
+    """Each cell's run.json, in cell order."""
+    return [make_record(spec, req, facts, run_id, backend, secret_names, command, queue_id=queue_id)
+            for _, run_id, command in children]
+
+
+def cell_files(records: list[RunRecord]) -> list[str]:
     """Per cell, the start scripts' arguments: run id, run.json, cmd.sh, sync_spec ("" for none)."""
     out = []
-    for _, run_id, command in children:
-        record = make_record(spec, req, facts, run_id, backend, secret_names, command, queue_id=queue_id)
-        out += [run_id, record_text(record), file_text(command), record.sync.spec_text() if record.sync else ""]
+    for record in records:
+        out += [record.run_id, record_text(record), file_text(record.command),
+                record.sync.spec_text() if record.sync else ""]
     return out
 
 
-def record_cells(ledger: Ledger | None, spec: HostSpec, children: list[Cell], queue_id: str, backend: Backend,
-                 secret_names: list[str], summary: str) -> None:
-    """One `launch` event per cell in the ledger."""
+def record_cells(ledger: Ledger | None, spec: HostSpec, records: list[RunRecord], queue_id: str,
+                 summary: str) -> None:
+    """One `launch` event per cell in the ledger, with what verify_artifacts reads of a launch:
+    the declared outputs and the cell's output_dir."""
     if ledger is None:
         return
-    for _, run_id, cmd in children:
-        ledger.record("launch", host=spec.name, run_id=run_id, summary=summary,
-                      data={"queue_id": queue_id, "command": cmd, "backend": backend,
-                            "secret_env_names": sorted(secret_names), "durable_root": spec.durable_root})
+    for r in records:
+        ledger.record("launch", host=spec.name, run_id=r.run_id, summary=summary,
+                      data={"queue_id": queue_id, "command": r.command, "backend": r.backend,
+                            "secret_env_names": r.secret_env_names, "durable_root": spec.durable_root,
+                            "outputs": r.outputs.model_dump() if r.outputs else None,
+                            "output_dir": r.output_dir, "code_snapshot": r.code_snapshot})
 
 
 def cells(commands: list[str], start_index: int, name: str | None) -> list[Cell]:
@@ -119,14 +151,16 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     """Queue `commands` from cell `start_index` (from 1) on one box; the first `max_concurrent` start at once."""
     children, secrets, facts, queue_id = await prepare_sweep(host, spec, commands, start_index, req, redactor, "shell")
     queue_dir = f"{facts['base']}/runs/{queue_id}"
-    script = _start_script(spec, req, facts, queue_dir, max_concurrent, children, list(secrets))
+    records = cell_records(spec, req, facts, children, "shell", list(secrets), queue_id)
+    script = _start_script(spec, req, facts, queue_dir, max_concurrent, records)
     async with outcome_unknown(spec, f"queue {queue_id}"):
         res = await host.run(script, stdin=secrets_payload(secrets), timeout=req.probe_s + 30, slow=req.probe_s > 1)
     refuse_unwritten(spec, res.text)
     res.check("starting the queue")
     states = parse_kv(res.text)
-    runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200],
-                      state=parse_state(states.get(f"state.{rid}", ""))) for i, rid, cmd in children]
-    record_cells(ledger, spec, children, queue_id, "shell", list(secrets), f"queued in {queue_id}")
+    runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200], output_dir=r.output_dir,
+                      state=parse_state(states.get(f"state.{rid}", ""))) for (i, rid, cmd), r in zip(children, records,
+                                                                                               strict=True)]
+    record_cells(ledger, spec, records, queue_id, f"queued in {queue_id}")
     return QueueResult(host=spec.name, queue_id=queue_id, queue_dir=queue_dir, max_concurrent=max_concurrent,
                        start_index=start_index, runs=runs)

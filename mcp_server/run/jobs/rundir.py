@@ -32,6 +32,7 @@ from mcp_server import scripts
 from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word
+from mcp_server.limits import PATH_MAX
 from mcp_server.run.jobs.sync import RunSync
 
 RunStatus = Literal["queued", "running", "orphaned", "succeeded", "failed", "sync_failed", "cancelled", "lost",
@@ -117,6 +118,7 @@ class RunRecordSummary(BaseModel):
     started_at: float | None = None
     secret_env_names: list[str] = Field(default_factory=list)
     outputs: RunOutputs | None = None
+    output_dir: str | None = Field(default=None, max_length=PATH_MAX)  # a longer one is no path: dropped
     backend: str | None = None
 
     @classmethod
