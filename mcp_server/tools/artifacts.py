@@ -14,7 +14,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.limits import HostStr, IdStr, PathStr, PatternStr
-from mcp_server.run.jobs.rundir import RunOutputs, declared_outputs
+from mcp_server.run.jobs.rundir import RunOutputs, declared_outputs, read_run_record
 from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 from mcp_server.verify.artifacts.cells import CellSpec
@@ -48,22 +48,35 @@ CompareWithArg = Annotated[int | None, Field(
     description="accept mode: an earlier acceptance id to compare with, file by file")]
 
 
-def launched_outputs(ledger: Ledger, host: str, run_id: str) -> RunOutputs | None:
+def launched_outputs(ledger: Ledger, host: str, run_id: str, *, own_roster: bool = False) -> RunOutputs | None:
     """The outputs this server recorded when it launched the run: trusted over the box's own
-    run.json, which anyone on the box can rewrite (to point the pull at /etc, say)."""
+    run.json, which anyone on the box can rewrite (to point the pull at /etc, say). With a roster
+    of the call's own, a run that declared none is read at its output_dir."""
     for ev in ledger.events("launch", host=host, run_id=run_id, limit=1):
-        found = ev.data.get("outputs")
+        found, output_dir = ev.data.get("outputs"), ev.data.get("output_dir")
         if isinstance(found, dict):
             return RunOutputs.model_validate(found)
+        if own_roster and isinstance(output_dir, str):
+            return RunOutputs(root=output_dir, patterns=[])
         raise InputError(f"run {run_id} declared no outputs when it was launched", host=host,
                          next_step="pass root and roster (the files that must exist)")
     return None
 
 
-async def run_outputs(ledger: Ledger, box: Host, spec: HostSpec, run_id: str) -> RunOutputs:
+async def run_outputs(ledger: Ledger, box: Host, spec: HostSpec, run_id: str, *, own_roster: bool = False
+                      ) -> RunOutputs:
     """A run's declared outputs: this server's launch record, else (a run another server launched)
     the box's run.json, whose root the listing still confines."""
-    return launched_outputs(ledger, spec.name, run_id) or await declared_outputs(box, spec.durable_root, run_id)
+    launched = launched_outputs(ledger, spec.name, run_id, own_roster=own_roster)
+    if launched is not None:
+        return launched
+    if own_roster:
+        record = await read_run_record(box, spec.durable_root, run_id)
+        if record.outputs is not None:
+            return record.outputs
+        if record.output_dir:
+            return RunOutputs(root=record.output_dir, patterns=[])
+    return await declared_outputs(box, spec.durable_root, run_id)
 
 
 async def _box(app: App, spec: HostSpec) -> Host:
@@ -110,7 +123,7 @@ def register(server: MCPServer) -> None:
             box = await _box(app, spec)
             producer = app.pool.spec(accept_from).name if accept_from else None
             if run_id and not producer and (root is None or (roster is None and cells is None)):
-                outputs = await run_outputs(app.ledger, box, spec, run_id)
+                outputs = await run_outputs(app.ledger, box, spec, run_id, own_roster=bool(roster or cells))
                 root, roster = root or outputs.root, roster or outputs.patterns
             if not root or not (roster or cells or producer):
                 raise InputError("give root and roster (or cells), or the run_id of a run that declared outputs")

@@ -159,8 +159,8 @@ async def launch_queue(host: Host, spec: HostSpec, commands: list[str], max_conc
     res.check("starting the queue")
     states = parse_kv(res.text)
     runs = [QueuedRun(index=i, run_id=rid, command=redactor.scrub(cmd)[:200], output_dir=r.output_dir,
-                      state=parse_state(states.get(f"state.{rid}", ""))) for (i, rid, cmd), r in zip(children, records,
-                                                                                               strict=True)]
+                      state=parse_state(states.get(f"state.{rid}", "")))
+            for (i, rid, cmd), r in zip(children, records, strict=True)]
     record_cells(ledger, spec, records, queue_id, f"queued in {queue_id}")
     return QueueResult(host=spec.name, queue_id=queue_id, queue_dir=queue_dir, max_concurrent=max_concurrent,
                        start_index=start_index, runs=runs)
