@@ -65,7 +65,7 @@ def test_the_installed_wheel_runs_outside_the_clone(wheel: Path, tmp_path: Path)
     assert _run(exe, "--version", cwd=tmp_path, env=env).strip() == __version__
     listing = _run(exe, "tools", cwd=tmp_path, env=env)
     assert "launch_detached" in listing and "verify_artifacts" in listing
-    page = _run(exe, "read", "references://index.md", cwd=tmp_path, env=env)
+    page = _run(exe, "read", "references://index", cwd=tmp_path, env=env)
     assert "teardown" in page.lower() and len(page) > 500
     demo = _run(exe, "demo", "--dir", tmp_path / "demo", cwd=tmp_path, env=env)
     assert "all 3 runs succeeded" in demo and "passed:" in demo

@@ -128,7 +128,7 @@ async def test_long_lists_in_measurements_are_cut_but_counted(client) -> None:  
 
 def doc_examples() -> list[dict]:
     text = DOC.read_text(encoding="utf-8")
-    found = re.findall(r"^remote-gpu-trainer-mcp call run_probe (.+)$", text, flags=re.M)
+    found = re.findall(r"^(?:\.venv/bin/)?remote-gpu-trainer-mcp call run_probe (.+)$", text, flags=re.M)
     return [json.loads(shlex.split(line)[0]) for line in found]
 
 
