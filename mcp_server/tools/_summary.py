@@ -14,8 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcp_server import untrusted
+from mcp_server.settings import OUTPUT_CAP_BYTES
 
 MAX_LINES = 40
+MAX_TEXT_BYTES = OUTPUT_CAP_BYTES  # the whole reading, whatever the result holds
+MAX_KEY = 80  # a key is a field name or a map key from the box (a file name): shown at most this long
 MAX_VALUE = 200
 MAX_ITEMS = 8
 SHORT, MAX_SHORT_ITEMS = 12, 40  # a list of short values (check ids) is shown up to this many
@@ -50,6 +53,12 @@ def _scalar(value: Any, key: str = "") -> str:
     return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + "…"
 
 
+def _key(key: str) -> str:
+    """A key as a line shows it: on one line, at most MAX_KEY characters."""
+    key = key.replace("\n", " ⏎ ")
+    return key if len(key) <= MAX_KEY else key[:MAX_KEY] + "…"
+
+
 def _keep(key: str, value: Any) -> bool:
     if key in _NOISE or key in _NEXT or key in _DROP.get():
         return False
@@ -70,7 +79,7 @@ def _item(value: Any) -> str:
         return _scalar(value)
     keys = sorted((k for k, v in value.items() if _keep(k, v)), key=lambda k: _FIRST.get(k, len(_FIRST)))
     quoted = [k for k in keys if k in _QUOTED and isinstance(value[k], str)]
-    line = _scalar(" ".join(f"{k}={_inline(value[k], k)}" for k in keys if k not in quoted))
+    line = _scalar(" ".join(f"{_key(k)}={_inline(value[k], k)}" for k in keys if k not in quoted))
     # Quoted text last, with room of its own: the fields before it never cut it (or its fence) off.
     return " ".join([line, *(f"{k}={untrusted.fence(_scalar(value[k]))}" for k in quoted)])
 
@@ -84,7 +93,7 @@ def _quote_labels(items: list[Any]) -> str:
 def _block(key: str, text: str, pad: str, out: list[str]) -> None:
     lines = text.rstrip("\n").splitlines()
     more = f", last {LOG_LINES} of {len(lines)} lines" if len(lines) > LOG_LINES else ""
-    out.append(f"{pad}{key} ({untrusted.NOTE}{more}):")
+    out.append(f"{pad}{_key(key)} ({untrusted.NOTE}{more}):")
     out.extend(f"{pad}  {line[:400]}" for line in lines[-LOG_LINES:])
 
 
@@ -103,14 +112,14 @@ def _render(data: dict[str, Any], pad: str, out: list[str], depth: int = 0,
             out.append(f"{pad}{key} ({_QUOTED[key]}): {untrusted.fence(_scalar(value))}")
         elif isinstance(value, dict):
             if depth >= 2:
-                out.append(f"{pad}{key}: {_item(value)}")
+                out.append(f"{pad}{_key(key)}: {_item(value)}")
                 continue
-            out.append(f"{pad}{key}:")
+            out.append(f"{pad}{_key(key)}:")
             _render(value, pad + "  ", out, depth + 1, here)
         elif isinstance(value, list):
             _list(key, value, pad, out, depth, here)
         else:
-            out.append(f"{pad}{key}: {_scalar(value, key)}")
+            out.append(f"{pad}{_key(key)}: {_scalar(value, key)}")
 
 
 def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int, said: dict[str, Any]) -> None:
@@ -118,18 +127,18 @@ def _list(key: str, value: list[Any], pad: str, out: list[str], depth: int, said
     if all(not isinstance(v, (dict, list)) for v in value):
         if all(len(str(v)) <= SHORT for v in value[:MAX_SHORT_ITEMS]):  # ids, names: all of them fit a line
             more = f" (+{len(value) - MAX_SHORT_ITEMS} more)" if len(value) > MAX_SHORT_ITEMS else ""
-            out.append(f"{pad}{key}: {', '.join(str(v) for v in value[:MAX_SHORT_ITEMS])}{more}")
+            out.append(f"{pad}{_key(key)}: {', '.join(str(v) for v in value[:MAX_SHORT_ITEMS])}{more}")
             return
-        out.append(f"{pad}{key}: {', '.join(_scalar(v) for v in value[:MAX_ITEMS])}{more}")
+        out.append(f"{pad}{_key(key)}: {', '.join(_scalar(v) for v in value[:MAX_ITEMS])}{more}")
         return
     if len(value) <= EXPANDED and depth < 2 and all(isinstance(v, dict) for v in value):
-        out.append(f"{pad}{key} ({len(value)}):")
+        out.append(f"{pad}{_key(key)} ({len(value)}):")
         for v in value:  # a few results (one per host, say): each in full
             lines: list[str] = []
             _render(v, pad + "    ", lines, depth + 1, said)
             out.extend([f"{pad}  - {lines[0].lstrip()}", *lines[1:]] if lines else [])
         return
-    out.append(f"{pad}{key} ({len(value)}{_quote_labels(value[:MAX_ITEMS])}):")
+    out.append(f"{pad}{_key(key)} ({len(value)}{_quote_labels(value[:MAX_ITEMS])}):")
     out.extend(f"{pad}  - {_item(v)}" for v in value[:MAX_ITEMS])
     if more:
         out.append(f"{pad}  …{more}")
@@ -150,11 +159,23 @@ def _next_steps(data: Any, found: list[str]) -> None:
             _next_steps(value, found)
 
 
+def cut_note(data: dict[str, Any]) -> str | None:
+    """The first line of a reading whose result was cut to fit its budget (tools/_bounded): what
+    was cut, with the full lengths, so the text says what the structured result says."""
+    totals = data.get("totals")
+    if data.get("truncated") is not True or not isinstance(totals, dict) or not totals:
+        return None
+    shown = ", ".join(f"{_key(str(k))}={_scalar(v)}" for k, v in list(totals.items())[:MAX_ITEMS])
+    more = f" (+{len(totals) - MAX_ITEMS} more)" if len(totals) > MAX_ITEMS else ""
+    return f"truncated: lists or strings cut to keep the result small; full lengths (totals): {shown}{more}"
+
+
 def summarize(data: dict[str, Any], drop: frozenset[str] = frozenset()) -> str:
     """The text form of one structured result (see the module's note); `drop`: fields of this
     tool's result that a reading can do without."""
-    out: list[str] = []
-    token = _DROP.set(drop)
+    note = cut_note(data)
+    out: list[str] = [] if note is None else [note]
+    token = _DROP.set(drop if note is None else drop | {"totals"})
     try:
         _render(data, "", out)
     finally:
@@ -164,7 +185,12 @@ def summarize(data: dict[str, Any], drop: frozenset[str] = frozenset()) -> str:
     steps: list[str] = []
     _next_steps(data, steps)
     out.extend(f"next: {_scalar(s)}" for s in steps[:3])
-    return "\n".join(out) if out else "done (no fields to show)"
+    text = "\n".join(out) if out else "done (no fields to show)"
+    raw = text.encode()
+    if len(raw) <= MAX_TEXT_BYTES:
+        return text
+    kept = raw[:MAX_TEXT_BYTES - 80].decode(errors="ignore").rsplit("\n", 1)[0]
+    return f"{kept}\n… the rest of this reading is cut (the structured result has its fields)"
 
 
 def uris(data: Any, found: list[str] | None = None) -> list[str]:

@@ -303,8 +303,9 @@ def _a8_findings(f: Facts, held: list[tuple[int, str, set[int] | None, str]]) ->
         out.append(f"{', '.join(named[PARENTS_UNREAD])}: not listed by nvidia-smi, and its parents could not be "
                    f"read, so it may be a dataloader worker of listed pid(s) {sorted(listed)[:8]}. reap_vram's plan "
                    "reads each holder's parents and offers only true zombies; killing needs the user's explicit OK")
+    listed_on = {a.gpu_uuid for a in f.apps}  # once: a box may list thousands of GPUs and processes
     unexplained = [f"GPU {g.index}: {g.memory_used_mib} MiB used, no process listed" for g in f.gpus
-                   if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in {a.gpu_uuid for a in f.apps}]
+                   if (g.memory_used_mib or 0) > BUSY_MIB and g.uuid not in listed_on]
     if unexplained:
         out.append("; ".join(unexplained) + ": held by a process this container cannot see (another container, "
                    "or the host): restart that container; it cannot be signalled from here, and killing anything "

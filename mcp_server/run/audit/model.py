@@ -136,6 +136,9 @@ class Facts:
                     g.active_throttle = report.gpus[pos].active_throttle
 
     def gpu_reports(self) -> list[GpuReport]:
+        pids: dict[str, list[int | None]] = {}  # by GPU, in one pass: a box may list thousands of each
+        for a in self.apps:
+            pids.setdefault(a.gpu_uuid, []).append(a.pid)
         return [
             GpuReport(
                 index=g.index, name=g.name, memory_total_mib=g.memory_total_mib,
@@ -143,7 +146,7 @@ class Facts:
                 temperature_c=g.temperature_c, sm_clock_mhz=g.sm_clock_mhz,
                 sm_clock_max_mhz=g.sm_clock_max_mhz, ecc_uncorrected=g.ecc_uncorrected,
                 active_throttle=g.active_throttle,
-                compute_pids=[a.pid for a in self.apps if a.gpu_uuid == g.uuid],
+                compute_pids=list(pids.get(g.uuid, ())),
             )
             for g in self.gpus
         ]

@@ -129,11 +129,19 @@ def gpu_from_row(row: dict[str, str], position: int) -> Gpu:
     )
 
 
+# Far above any node (an NVL72 rack spreads its 72 GPUs over 18 nodes): a longer listing is
+# broken or hostile, and each row read costs the audit time and memory.
+MAX_GPU_ROWS = 1024
+
+
 def parse_gpus(text: str) -> GpuRows:
     """Q_GPU rows -> GPUs, plus the lines that were not rows and the rows that were malformed."""
     table = parse_csv(text, Q_GPU_FIELDS)
     gpus, bad = [], list(table.bad_rows)
-    for pos, row in enumerate(table.rows):
+    if len(table.rows) > MAX_GPU_ROWS:
+        bad.append(f"{len(table.rows) - MAX_GPU_ROWS} rows after the first {MAX_GPU_ROWS} not read: no node has "
+                   "that many GPUs, so the listing is broken or hostile")
+    for pos, row in enumerate(table.rows[:MAX_GPU_ROWS]):
         if number(row["index"]) is None:
             bad.append(f"row {pos + 1}: index {row['index']!r} is not a number: {', '.join(row.values())[:160]!r}")
             continue
