@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mcp_server import scripts
 from mcp_server.deliver.documents.macros import MacroDef, definitions, uses
 from mcp_server.deliver.documents.tables import find_tables
 from mcp_server.deliver.documents.text import Document
@@ -43,11 +42,12 @@ from mcp_server.deliver.matching.match import build_indexes, doc_mentions
 from mcp_server.deliver.models import FigureStatus, Found, NumberRecord, ReconcileReport, RenderedFile
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, assemble
 from mcp_server.deliver.render.tables import macro_names, render
-from mcp_server.errors import InputError, RgtError
+from mcp_server.errors import RgtError
 from mcp_server.hosts.base import Host
-from mcp_server.hosts.commands import path_word
-from mcp_server.hosts.files import realpaths, write_file
+from mcp_server.hosts.files import write_file
 from mcp_server.ledger import Ledger
+from mcp_server.paths import policy
+from mcp_server.paths.refusal import PathRefused, refused
 from mcp_server.progress import Counter, Report
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,11 @@ async def reconcile(
     """Reconcile `documents` (files, directories, globs) against `evidence` on `host`; `progress`
     hears each document read (of the total), then the scan."""
     problems = Problems()
+    scope = policy.anywhere(host)
     ev_path = await _locate(host, absolute(host, evidence))
-    # Resolved once on the box, so every path derived from it is absolute and real (`~/`
-    # expanded, a symlinked project folder followed) and `selected` can be compared.
-    ev_path = (await realpaths(host, [ev_path])).get(ev_path, ev_path)
+    # Through the path policy, resolved once on the box, so every path derived from it is absolute
+    # and real (`~/` expanded, a symlinked project folder followed) and `selected` can be compared.
+    ev_path = await policy.confine(host, "read", ev_path, scope, what="evidence", done="nothing was read")
     root = posixpath.dirname(ev_path)
     ev = await _load(host, ev_path, root, problems)
     findings: list[Found] = []
@@ -89,7 +90,7 @@ async def reconcile(
             findings += await check_runs(host, ev, attached.runs, problems)
         for row in ev.rows:
             derived_disclosures(row)
-    paths = await expand(host, root, documents, problems)
+    paths = await _allowed(host, root, await expand(host, root, documents, problems), scope, problems)
     read = Counter(progress, len(paths) + 1, "documents read")
     docs = await _read_docs(host, root, paths, problems, read)
     scan = Scan()
@@ -152,22 +153,46 @@ async def _load(host: Host, path: str, root: str, problems: Problems) -> Evidenc
     return build(loaded[0], path, root, problems)
 
 
-async def _read_docs(host: Host, root: str, paths: list[str], problems: Problems, read: Counter) -> list[Document]:
-    """Every readable document, in order; `read` hears each one finish."""
+def _shown(root: str, path: str) -> str:
+    return posixpath.relpath(path, root) if path.startswith(root + "/") else path
 
-    async def one(p: str) -> Document | None:
+
+async def _allowed(host: Host, root: str, paths: list[str], scope: policy.Scope,
+                   problems: Problems) -> list[tuple[str, str]]:
+    """The documents the path policy lets this call read, each as (named, resolved) in one round
+    trip; a refused one is a problem naming the rule (the others are still reconciled)."""
+    if not paths:
+        return []
+    out = []
+    checked = await policy.check_paths(host, "read", paths, scope, what="documents",
+                                       done="that document was not read; the others were")
+    for p, got in zip(paths, checked, strict=True):
+        if isinstance(got, PathRefused):
+            problems.add("document", _shown(root, p), "path_policy", got.message, next_step=got.next_step)
+        else:
+            out.append((p, got))
+    return out
+
+
+async def _read_docs(host: Host, root: str, paths: list[tuple[str, str]], problems: Problems,
+                     read: Counter) -> list[Document]:
+    """Every readable document (by its resolved path, named as given), in order; `read` hears
+    each one finish."""
+
+    async def one(p: tuple[str, str]) -> Document | None:
         try:
             return await _read_doc(host, root, p, problems)
         finally:
-            await read.finished(p)
+            await read.finished(p[0])
 
     return [d for d in await gather_bounded(paths, one) if d is not None]
 
 
-async def _read_doc(host: Host, root: str, path: str, problems: Problems) -> Document | None:
-    shown = posixpath.relpath(path, root) if path.startswith(root + "/") else path
+async def _read_doc(host: Host, root: str, named: tuple[str, str], problems: Problems) -> Document | None:
+    path, real = named
+    shown = _shown(root, path)
     try:
-        data = await read_file(host, path, MAX_DOC_BYTES)
+        data = await read_file(host, real, MAX_DOC_BYTES)
     except RgtError as exc:
         problems.from_error("document", shown, exc, next_step="fix or drop this document; the others were reconciled")
         return None
@@ -234,27 +259,32 @@ def _scan_all(ev: Evidence, docs: list[Document], strict: bool) -> Scan:
     return out
 
 
-async def _render_folder(host: Host, root: str, render_dir: str) -> str:
-    """render_dir as a folder really under the evidence folder: relative, no `..`, and no symlink
-    on the box leading it elsewhere."""
+async def _render_folder(host: Host, root: str, render_dir: str) -> tuple[str, policy.Scope]:
+    """render_dir as a folder really under the evidence folder, through the path policy: relative,
+    no `..`, and no symlink on the box leading it elsewhere (nor into the server's own folders)."""
+    scope = policy.Scope((root,), "the EVIDENCE.json folder", this_machine=host.kind == "local")
     parts = posixpath.normpath(render_dir).split("/")
     if render_dir.startswith(("/", "~")) or ".." in parts or "\0" in render_dir:
-        raise InputError("render_dir must be a folder inside the EVIDENCE.json folder", observed=render_dir[:200],
-                         expected="a relative path without '..', e.g. 'generated'")
-    folder = join_path(root, render_dir)
-    res = await host.run(scripts.command_words("path_inside", path_word(root, "root"), path_word(folder, "render_dir")))
-    verdict, _, real = res.text.strip().partition(" ")
-    if verdict != "inside":
-        raise InputError("render_dir leads outside the EVIDENCE.json folder (a symlink on the box?)",
-                         observed=f"{render_dir[:200]} -> {real}", expected=f"inside {root}")
-    return folder
+        raise refused("render_dir", "outside", "must be a folder inside the EVIDENCE.json folder: a relative path "
+                      "without '..', e.g. 'generated'", host=host.name, done="nothing was written",
+                      next_step="pass render_dir relative to the EVIDENCE.json folder")
+    folder = await policy.confine(host, "write", join_path(root, render_dir), scope, what="render_dir",
+                                  done="nothing was written")
+    return folder, scope
 
 
 async def _render(host: Host, ev: Evidence, root: str, render_dir: str | None,
                   problems: Problems) -> list[RenderedFile]:
     out: list[RenderedFile] = []
-    folder = await _render_folder(host, root, render_dir) if render_dir is not None else None
-    for r in render(ev):
+    folder, scope = await _render_folder(host, root, render_dir) if render_dir is not None else (None, None)
+    made = render(ev)
+    if folder is not None and scope is not None:  # each file and its temporary, through no planted symlink
+        targets = [posixpath.join(folder, r.name + tail) for r in made for tail in ("", ".rgt-tmp")]
+        for got in await policy.check_paths(host, "write", targets, scope, what="render_dir",
+                                            done="nothing was written"):
+            if isinstance(got, PathRefused):
+                raise got
+    for r in made:
         data = r.text.encode("utf-8")
         item = RenderedFile(name=r.name, sha256=sha256_bytes(data), bytes=len(data))
         if render_dir is None:

@@ -4,14 +4,18 @@
 # memory use and limit, free bytes and inodes where it writes, free bytes on the durable root (the
 # run dir's filesystem), its log's size, and every GPU's utilisation, memory-controller activity,
 # VRAM and power when nvidia-smi is present.
-# $1 run dir  $2 seconds  $3 directory whose filesystem the run writes to
+# $1 run dir  $2 seconds  $3 directory whose filesystem the run writes to (run.json's output root:
+# the path policy, path_policy.sh ahead of this script, decides whether it is sampled; a refused
+# one is replaced by the run dir and reported as root_refused=<the refusal>)  $4... rgt_check's words
 # Prints facts (key=value) first, then one line per sample:
 #   s=<epoch s> ticks=<cpu ticks> rss_pages=<n> procs=<n> boxbusy=<ticks> boxall=<ticks>
 #   cg=<cgroup bytes or -> avail=<KiB> iavail=<n> dfree=<KiB> log=<bytes>, and per GPU: g=<epoch s>,<index>,<util %>,<mem util %>,<used MiB>,<total MiB>,<W>
 d=$1 window=$2 root=$3
+shift 3
 pid=$(cat "$d/pid" 2>/dev/null)
 if [ -z "$pid" ] || [ -f "$d/exit_code" ] || [ ! -d "/proc/$pid" ]; then echo "live=0"; exit 0; fi
 echo "live=1"
+if rgt_check read "$root" "$@"; then root=$RGT_REAL; else printf 'root_refused=%s\n' "$RGT_REFUSAL"; root=$d; fi
 cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
 cgdir=/sys/fs/cgroup$cg
 [ -f "$cgdir/memory.current" ] || cgdir=/sys/fs/cgroup

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # tail_logs in one round trip: the run's state (with the facts a lost run needs) and run.json,
 # then a byte window of the log and, for the failure signatures, its last bytes. Seeks; never
-# reads the whole log. Needs job_state.sh.
+# reads the whole log. Needs job_state.sh and path_policy.sh.
 # $1 log file  $2 run dir ("" for a bare log path)  $3 start offset ("": the last $4 bytes)
 # $4 window bytes  $5 nonce for the section markers  $6 signature tail bytes
 # $7 margin: bytes of context sent before and after the window, so a secret straddling its edge is
-# masked too   $8... the roots a log may be read under (the durable and scratch roots, the
-# inventory's log_roots)
+# masked too   $8... rgt_check's words: the roots a log may be read under (the durable and scratch
+# roots, the inventory's log_roots), then the control trees (none for a run's own log)
 f=$1 run=$2 offset=$3 mb=$4 nonce=$5 sig_tail=$6 margin=$7
 shift 7
 if [ -n "$run" ]; then
@@ -15,24 +15,13 @@ if [ -n "$run" ]; then
   case "$st" in gone*) rgt_lost_facts "$run";; esac
   printf 'runjson=%s\n' "$(head -c 65536 "$run/run.json" 2>/dev/null | base64 | tr -d '\n')"
 fi
-# Confinement: the log is read by its resolved path, which must lie under one of the roots and
-# match no credential pattern (a symlink cannot point the read at ~/.ssh or /etc/shadow).
-real=$(readlink -f -- "$f" 2>/dev/null) || real=
-if [ -z "$real" ] || [ ! -e "$real" ]; then echo RGT-NOLOG; exit 0; fi
-case $real in
-  */.ssh/*|*/.gnupg/*|*/.aws/*|*/.azure/*|*/.kube/*|*/.config/gcloud/*|*/.docker/config.json|*/.netrc|\
-  */.git-credentials|*/.pgpass|*.pem|*.key|*/id_rsa*|*/id_dsa*|*/id_ecdsa*|*/id_ed25519*|/etc/shadow*|\
-  /etc/gshadow*|/etc/sudoers*|/proc/*|/sys/*|/dev/*)
-    printf 'RGT-DENIED %s\n' "$real"; exit 0;;
-esac
-inside='' n=0
-for r in "$@"; do
-  n=$((n + 1))
-  rr=$(readlink -f -- "$r" 2>/dev/null) || continue
-  case $real in "$rr"/*) [ -n "$inside" ] || inside=$n;; esac
-done
-[ -n "$inside" ] || { printf 'RGT-OUTSIDE %s\n' "$real"; exit 0; }
-printf 'under=%s\n' "$inside"  # which of the roots (1-based) holds the log
+# The path policy (path_policy.sh, ahead of this script): the log is read by its resolved path,
+# which must lie under one of the roots, off the deny list and, for a bare path, outside the
+# server's own folders (a symlink cannot point the read at ~/.ssh, /etc/shadow or box.env).
+if ! rgt_check read "$f" "$@"; then printf '%s\n' "$RGT_REFUSAL"; exit 0; fi
+real=$RGT_REAL
+[ -f "$real" ] || { echo RGT-NOLOG; exit 0; }
+printf 'under=%s\n' "$RGT_UNDER"  # which of the roots (1-based) holds the log
 f=$real
 sm=$(stat -L -c '%s %Y' -- "$f" 2>/dev/null) || { echo RGT-NOLOG; exit 0; }
 size=${sm% *}

@@ -1,18 +1,25 @@
 #!/bin/sh
-# Library: the path policy on the box (prepended to the scripts that need it; see
-# mcp_server/paths/policy.py). Where a tool may read, write, delete or send is decided on the path
-# as the box resolves it, every symlink followed, so nothing the box plants (a symlinked folder,
-# a symlinked file) can steer a write outside the roots or into the server's own control files.
-# job_tail.sh still has its own copy of the credential list; it should source this file instead.
+# Library: the path policy on the box (prepended to every script that reads, writes, deletes or
+# sends a path a caller named; see mcp_server/paths/policy.py). It decides on the path as the box
+# resolves it, every symlink followed, so nothing the box plants (a symlinked folder, a symlinked
+# file) can steer a tool outside its roots, into the server's own control files or onto the deny
+# list. The deny list is filled in from mcp_server/paths/deny.py when the library is loaded (the
+# RGT_DENY_* and RGT_STARTUP_* words below): one list for the box and for this machine.
 #
-# rgt_confine INTENT PATH ROOT...
-#   INTENT  read | send: the whole path is resolved (a symlinked last part is followed);
-#           write | delete: its folder is resolved and the last part must not be a symlink
-#   ROOT    a folder the path must lie under (resolved too); "!/abs/dir": a control tree the path
-#           must not lie in (resolved, and as written); "!name": a control folder name the path
-#           must not pass through at any depth (as written and resolved)
-# Prints one line: the resolved path; or "RGT-DENIED <reason>" (credential, startup-file,
-# control <name>, symlink, dotdot, unresolvable, unprintable, intent); or "RGT-OUTSIDE".
+# rgt_check INTENT PATH WORD...   sets RGT_REAL (the resolved path) and RGT_UNDER (which root,
+#   1-based, holds it) and returns 0; or sets RGT_REFUSAL and returns 1. rgt_confine prints
+#   RGT_REAL or RGT_REFUSAL instead.
+#   INTENT  read | send: the whole path is resolved (a symlinked last part is followed, ".."
+#           taken after the symlinks before it); write | delete: no "." or ".." part, its folder
+#           is resolved and the last part must not be a symlink
+#   WORD    "/abs": a root the path must lie under (read and send may name the root itself);
+#           "!/abs": a control tree the path must not lie in (resolved, and as written);
+#           "!name": a control folder name the path must not pass through at any depth;
+#           "%/abs": the server's own state folder ($RGT_HOME, when the box is this machine);
+#           "+/abs": a runs folder (<durable>/.rgt/runs): each run's own work dir in it is data.
+#   A root that itself lies in a control tree or the state folder opens exactly that part of it.
+# Refusals: "RGT-DENIED <reason>" (credential, startup-file, control <name>, state, symlink, dotdot,
+# unresolvable, unprintable, intent) or "RGT-OUTSIDE".
 
 # rgt_resolve PATH: absolute PATH with every symlink in it resolved; parts that do not exist yet
 # are kept as written (GNU realpath -m). Without it: readlink -f of the deepest part that exists,
@@ -40,55 +47,113 @@ rgt_resolve() {
 }
 
 # rgt_in PATH TREE: is PATH the folder TREE or inside it?
-rgt_in() { case $1 in "$2"|"$2"/*) return 0;; esac; return 1; }
+rgt_in() { case $1 in "$2"|"${2%/}"/*) return 0;; esac; return 1; }
 
-rgt_confine() {
+# rgt_denied PATH: is PATH on the deny list (by the whole path, or by its last part's name)?
+rgt_denied() {
+  case $1 in RGT_DENY_PATHS) return 0;; esac
+  case ${1##*/} in RGT_DENY_NAMES) return 0;; esac
+  return 1
+}
+
+# rgt_startup PATH: is PATH a shell or tool start-up file (never written or deleted)?
+rgt_startup() {
+  case $1 in RGT_STARTUP_PATHS) return 0;; esac
+  case ${1##*/} in RGT_STARTUP_NAMES) return 0;; esac
+  return 1
+}
+
+# rgt_hits WORD REAL WRITTEN: does the control word WORD ("!/abs", "!name" or "%/abs") cover
+# REAL (resolved) or WRITTEN (as given)? 0 yes, 1 no, 2 its tree could not be resolved.
+rgt_hits() {
+  case $1 in
+    '!/'*|'%/'*)
+      _rgtp_t=${1#?}
+      _rgtp_tr=$(rgt_resolve "$_rgtp_t") || return 2
+      rgt_in "$2" "$_rgtp_tr" || rgt_in "$3" "$_rgtp_t";;
+    '!'*) case /$2/ in */"${1#!}"/*) return 0;; esac
+          case /$3/ in */"${1#!}"/*) return 0;; esac
+          return 1;;
+    *) return 1;;
+  esac
+}
+
+rgt_check() {
   _rgtp_intent=$1 _rgtp_path=$2
   shift 2
-  case /$_rgtp_path/ in */../*|*/./*) echo 'RGT-DENIED dotdot'; return 0;; esac
+  RGT_REAL='' RGT_UNDER='' RGT_REFUSAL=''
   _rgtp_real=
   case $_rgtp_intent in
     read|send) _rgtp_real=$(rgt_resolve "$_rgtp_path") || _rgtp_real=;;
     write|delete)
+      case /$_rgtp_path/ in */../*|*/./*) RGT_REFUSAL='RGT-DENIED dotdot'; return 1;; esac
       while :; do case $_rgtp_path in ?*/) _rgtp_path=${_rgtp_path%/};; *) break;; esac; done
-      if [ -L "$_rgtp_path" ]; then echo 'RGT-DENIED symlink'; return 0; fi
+      if [ -L "$_rgtp_path" ]; then RGT_REFUSAL='RGT-DENIED symlink'; return 1; fi
       _rgtp_dir=$(rgt_resolve "$(dirname -- "$_rgtp_path")") &&
         _rgtp_real=${_rgtp_dir%/}/${_rgtp_path##*/};;
-    *) echo 'RGT-DENIED intent'; return 0;;
+    *) RGT_REFUSAL='RGT-DENIED intent'; return 1;;
   esac
-  [ -n "$_rgtp_real" ] || { echo 'RGT-DENIED unresolvable'; return 0; }
+  [ -n "$_rgtp_real" ] || { RGT_REFUSAL='RGT-DENIED unresolvable'; return 1; }
   case $_rgtp_real in *"
-"*) echo 'RGT-DENIED unprintable'; return 0;; esac
-  case $_rgtp_real in
-    */.ssh/*|*/.gnupg/*|*/.aws/*|*/.azure/*|*/.kube/*|*/.config/gcloud/*|*/.docker/config.json|*/.netrc|\
-    */.git-credentials|*/.pgpass|*.pem|*.key|*/id_rsa*|*/id_dsa*|*/id_ecdsa*|*/id_ed25519*|/etc/shadow*|\
-    /etc/gshadow*|/etc/sudoers*|/proc/*|/sys/*|/dev/*)
-      echo 'RGT-DENIED credential'; return 0;;
-  esac
+"*) RGT_REFUSAL='RGT-DENIED unprintable'; return 1;; esac
+  if rgt_denied "$_rgtp_real" || rgt_denied "$_rgtp_path"; then RGT_REFUSAL='RGT-DENIED credential'; return 1; fi
   case $_rgtp_intent in write|delete)
-    case $_rgtp_real in
-      */.bashrc|*/.bash_profile|*/.bash_login|*/.bash_logout|*/.profile|*/.zshrc|*/.zshenv|*/.zprofile|\
-      */.zlogin|*/.pam_environment|*/.config/pip/*|*/.pip/*|*/.condarc|*/.config/systemd/*|*/.config/autostart/*)
-        echo 'RGT-DENIED startup-file'; return 0;;
-    esac;;
+    if rgt_startup "$_rgtp_real" || rgt_startup "$_rgtp_path"; then
+      RGT_REFUSAL='RGT-DENIED startup-file'; return 1
+    fi;;
   esac
-  _rgtp_inside=
-  for _rgtp_root in "$@"; do
-    case $_rgtp_root in
-      '!/'*)
-        _rgtp_tree=${_rgtp_root#!}
-        _rgtp_rr=$(rgt_resolve "$_rgtp_tree") || { echo 'RGT-DENIED unresolvable'; return 0; }
-        if rgt_in "$_rgtp_real" "$_rgtp_rr" || rgt_in "$_rgtp_path" "$_rgtp_tree"; then
-          printf 'RGT-DENIED control %s\n' "${_rgtp_tree##*/}"; return 0
-        fi;;
-      '!'*)
-        case /$_rgtp_real/ in */"${_rgtp_root#!}"/*) printf 'RGT-DENIED control %s\n' "${_rgtp_root#!}"; return 0;; esac
-        case /$_rgtp_path/ in */"${_rgtp_root#!}"/*) printf 'RGT-DENIED control %s\n' "${_rgtp_root#!}"; return 0;; esac;;
-      *)
-        _rgtp_rr=$(rgt_resolve "$_rgtp_root") || continue
-        case $_rgtp_real in "${_rgtp_rr%/}"/*) _rgtp_inside=1;; esac;;
+  # The roots that hold the path (resolved, one per line) and the first one's number.
+  _rgtp_holders='' _rgtp_n=0
+  for _rgtp_w in "$@"; do
+    case $_rgtp_w in [!/]*) continue;; esac
+    _rgtp_n=$((_rgtp_n + 1))
+    _rgtp_rr=$(rgt_resolve "$_rgtp_w") || continue
+    _rgtp_rr=${_rgtp_rr%/}
+    case $_rgtp_real in
+      "$_rgtp_rr"/*) ;;
+      "$_rgtp_rr") case $_rgtp_intent in read|send) ;; *) continue;; esac;;
+      *) continue;;
     esac
+    [ -n "$RGT_UNDER" ] || RGT_UNDER=$_rgtp_n
+    _rgtp_holders="$_rgtp_holders$_rgtp_rr
+"
   done
-  [ -n "$_rgtp_inside" ] || { echo 'RGT-OUTSIDE'; return 0; }
-  printf '%s\n' "$_rgtp_real"
+  # A run's own work dir in a "+" runs folder holds the path too: a root of its own.
+  for _rgtp_w in "$@"; do
+    case $_rgtp_w in '+/'*) ;; *) continue;; esac
+    _rgtp_rr=$(rgt_resolve "${_rgtp_w#+}") || continue
+    _rgtp_rr=${_rgtp_rr%/}
+    case $_rgtp_real in "$_rgtp_rr"/?*/work|"$_rgtp_rr"/?*/work/*) ;; *) continue;; esac
+    _rgtp_t=${_rgtp_real#"$_rgtp_rr"/}
+    _rgtp_id=${_rgtp_t%%/*}
+    case ${_rgtp_t#"$_rgtp_id"/} in work|work/*) ;; *) continue;; esac
+    _rgtp_holders="$_rgtp_holders$_rgtp_rr/$_rgtp_id/work
+"
+  done
+  for _rgtp_w in "$@"; do
+    case $_rgtp_w in '!'*|'%/'*) ;; *) continue;; esac
+    _rgtp_rc=0
+    rgt_hits "$_rgtp_w" "$_rgtp_real" "$_rgtp_path" || _rgtp_rc=$?
+    case $_rgtp_rc in 1) continue;; 2) RGT_REFUSAL='RGT-DENIED unresolvable'; return 1;; esac
+    _rgtp_open=
+    while IFS= read -r _rgtp_h; do
+      [ -n "$_rgtp_h" ] && rgt_hits "$_rgtp_w" "$_rgtp_h" "$_rgtp_h" && _rgtp_open=1
+    done <<EOF
+$_rgtp_holders
+EOF
+    [ -z "$_rgtp_open" ] || continue
+    case $_rgtp_w in
+      '%/'*) RGT_REFUSAL='RGT-DENIED state';;
+      '!/'*) _rgtp_t=${_rgtp_w#!}; RGT_REFUSAL="RGT-DENIED control ${_rgtp_t##*/}";;
+      *) RGT_REFUSAL="RGT-DENIED control ${_rgtp_w#!}";;
+    esac
+    return 1
+  done
+  [ -n "$RGT_UNDER" ] || { RGT_REFUSAL='RGT-OUTSIDE'; return 1; }
+  RGT_REAL=$_rgtp_real
+  return 0
+}
+
+rgt_confine() {
+  if rgt_check "$@"; then printf '%s\n' "$RGT_REAL"; else printf '%s\n' "$RGT_REFUSAL"; fi
 }

@@ -16,7 +16,7 @@ Schema = dict[str, Any]
 # of them to build a call.
 _DROPPED = {"title", "pattern", "maxLength", "minLength", "maxItems", "minItems", "maximum", "minimum",
             "exclusiveMaximum", "exclusiveMinimum", "additionalProperties", "discriminator", "examples",
-            "uniqueItems", "format", "propertyNames", "maxProperties", "minProperties", "x-def"}
+            "uniqueItems", "format", "propertyNames", "maxProperties", "minProperties", "x-def", "x-rgt-path"}
 
 
 _DEF = "x-def"  # where _deref notes which definition a node came from (never published)

@@ -1,8 +1,8 @@
 """An error never quotes a value the caller sent that could carry text: one with spaces, quotes,
-control characters, brackets or shell and glob characters (an instruction, an escape sequence, a
+control characters, backslashes or shell metacharacters (an instruction, an escape sequence, a
 pasted document). Such a value, whole or cut and however an error spelled it (as sent, or as
 Python's repr), is replaced in an error's text by `<the FIELD value>`. A plain token (a host name,
-a run id, a path without spaces) may still be named: it carries no instruction, and the caller
+a run id, a path or glob without spaces) may still be named: it carries no instruction, and the caller
 needs it to tell which of its inputs failed. One pass over every tool's error text, so a message
 written anywhere (ours, the SDK's validation, a library's) is covered."""
 
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-_PLAIN = re.compile(r"[\w.@:/+=,~%-]{1,256}")
+_PLAIN = re.compile(r"[\w.@:/+=,~%*?!^#\[\]{}-]{1,256}")
 _PROBE = 12  # characters of a value that, found in the text, start a match
 
 

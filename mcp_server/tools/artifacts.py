@@ -23,13 +23,15 @@ from mcp_server.verify.artifacts.verifier import verify_artifacts
 
 HostArg = Annotated[HostStr, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
 RootArg = Annotated[PathStr | None, Field(
-    description="result root on the box (absolute or ~/...); default: the run's output root")]
+    description="result root on the box (absolute or ~/...); default: the run's output root",
+    json_schema_extra={"x-rgt-path": "box"})]
 RosterArg = Annotated[list[PatternStr] | None, Field(
     description="files that must exist (globs under root); default: the run's outputs",
     max_length=1000)]
 RunIdArg = Annotated[IdStr | None, Field(
     description="the run these results belong to (gives root and roster when omitted)")]
-DestArg = Annotated[PathStr | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)")]
+DestArg = Annotated[PathStr | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)",
+                                          json_schema_extra={"x-rgt-path": "local"})]
 BudgetArg = Annotated[float, Field(
     description="seconds before returning done=false (call again to continue)", ge=2, le=55)]
 AllowPickleArg = Annotated[bool, Field(

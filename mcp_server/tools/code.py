@@ -29,7 +29,8 @@ def _register_push(server: MCPServer) -> None:
     @server.tool(name="push_code", title="Push code as a snapshot", annotations=LAUNCH)
     async def push_code_tool(
         ctx: Context,
-        source: Annotated[PathStr, Field(description="local project directory (on the machine running this server)")],
+        source: Annotated[PathStr, Field(description="local project directory (on the machine running this server)",
+                                         json_schema_extra={"x-rgt-path": "local"})],
         host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
         project: Annotated[IdStr | None, Field(description="the code dir's name on the box (default: the source "

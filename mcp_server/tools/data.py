@@ -18,7 +18,7 @@ def register(server: MCPServer) -> None:
     async def fetch_data_tool(
         ctx: Context,
         dest: Annotated[PathStr, Field(description="box path under the durable or scratch root: a file (url) or "
-                                       "a folder (hf_repo)")],
+                                       "a folder (hf_repo)", json_schema_extra={"x-rgt-path": "box"})],
         host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
                                    "user@host")] = "local",
         url: Annotated[UrlStr | None, Field(description="http(s) URL of one file")] = None,

@@ -17,16 +17,18 @@ from mcp_server.tools._progress import reporter
 
 # The arguments, each with the description the model reads.
 EvidenceArg = Annotated[PathStr, Field(
-    description="EVIDENCE.json or its folder (document paths are relative to it)")]
+    description="EVIDENCE.json or its folder (document paths are relative to it)",
+    json_schema_extra={"x-rgt-path": "box"})]
 DocumentsArg = Annotated[list[PathStr], Field(
     description="files, folders (.md .tex .txt .csv in them) or globs, e.g. paper/**/*.tex",
-    min_length=1, max_length=200)]
+    min_length=1, max_length=200, json_schema_extra={"x-rgt-path": "box"})]
 ModeArg = Annotated[Literal["precision", "strict"], Field(
     description="precision: 31.4 matches 31.42 and 76.12% matches 0.7612; strict: exact")]
 RenderArg = Annotated[bool, Field(
     description="also render LaTeX macros and Markdown/LaTeX tables from the evidence")]
 RenderDirArg = Annotated[PathStr | None, Field(
-    description="write rendered files into this host folder instead of returning them")]
+    description="write rendered files into this host folder instead of returning them",
+    json_schema_extra={"x-rgt-path": "box"})]
 HostArg = Annotated[HostStr, Field(
     description='box holding the project: "local", an inventory name, ssh alias or user@host')]
 ViewArg = Annotated[Literal["findings", "numbers"], Field(

@@ -87,7 +87,7 @@ StartIndexArg = Annotated[int, Field(
 # tail_logs
 RunIdArg = Annotated[IdStr | None, Field(description="run id from launch_detached or list_runs")]
 PathArg = Annotated[PathStr | None, Field(
-    description="or a log file under the box's durable or scratch root")]
+    description="or a log file under the box's durable or scratch root", json_schema_extra={"x-rgt-path": "box"})]
 OffsetArg = Annotated[int | None, Field(
     description="byte offset to read from: pass the previous next_offset", ge=0, le=2**53)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
@@ -98,7 +98,8 @@ StallArg = Annotated[float, Field(
 # aggregate_results
 CellsArg = Annotated[PatternStr, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
 AggregateNameArg = Annotated[IdStr, Field(description="destination: <durable_root>/results/<name>/<cell>/")]
-SourceRootArg = Annotated[PathStr | None, Field(description="box directory holding the cells (default: scratch root)")]
+SourceRootArg = Annotated[PathStr | None, Field(description="box directory holding the cells (default: scratch root)",
+                                                json_schema_extra={"x-rgt-path": "box"})]
 MarkerArg = Annotated[IdStr, Field(description="file whose presence marks a cell finished")]
 CellFilesArg = Annotated[list[PatternStr] | None, Field(
     description="globs of the files to copy within a cell (default: all)", max_length=64)]

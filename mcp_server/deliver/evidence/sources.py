@@ -14,7 +14,7 @@ import posixpath
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp_server.deliver.documents.text import DOC_SUFFIXES
 from mcp_server.deliver.evidence.schema import load_json
@@ -23,6 +23,8 @@ from mcp_server.errors import NotFoundError, RgtError
 from mcp_server.globs import glob_regex
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.files import list_files, read_bytes
+from mcp_server.paths import deny
+from mcp_server.paths.refusal import REASONS, refused
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_DOC_BYTES = 8 * 1024 * 1024
@@ -31,6 +33,7 @@ _CONCURRENCY = 8
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".hypothesis",
                         ".pytest_cache", ".tox", "results"})
 _MAGIC = re.compile(r"[*?\[]")
+T = TypeVar("T")
 
 
 @dataclass
@@ -68,7 +71,12 @@ def absolute(host: Host, path: str) -> str:
 
 
 async def read_file(host: Host, path: str, max_bytes: int) -> bytes:
-    """Bounded read; permission and other OS errors become our errors (one boundary)."""
+    """Bounded read; permission and other OS errors become our errors (one boundary). A path on the
+    path policy's deny list is never read, whoever named it (EVIDENCE.json can point anywhere):
+    the arguments themselves were resolved and checked on the box before (reconcile.py)."""
+    if deny.is_credential(path):
+        raise refused("a file the evidence names", "credential", REASONS["credential"], host=host.name,
+                      done="it was not read", next_step="point the evidence at result files, not credentials")
     try:
         return await read_bytes(host, path, max_bytes)
     except RgtError:
@@ -155,12 +163,12 @@ async def _expand_one(host: Host, root: str, path: str) -> list[str]:
     return docs
 
 
-async def gather_bounded(items: list[str], one: Callable[[str], Awaitable[Any]],
+async def gather_bounded(items: list[T], one: Callable[[T], Awaitable[Any]],
                          limit: int = _CONCURRENCY) -> list[Any]:
     """Run `one` over items with at most `limit` in flight; results in item order."""
     sem = asyncio.Semaphore(limit)
 
-    async def guarded(item: str) -> Any:
+    async def guarded(item: T) -> Any:
         async with sem:
             return await one(item)
 

@@ -1,8 +1,10 @@
 """What push_code never sends from this machine, whatever folder the agent names: the server's own
-state, the user's credential folders (a source inside one is refused outright), files named like
-shell histories, password databases or gh's token file, and any file whose first bytes hold a
-private key or an access token. A content match alone may be let through, file by file, with
-allow_secrets_in; the folder and name rules never. Reasons name the rule, never the secret."""
+state, the user's credential folders (a source inside one is refused outright, by the path
+policy's local side), files named like shell histories, password databases or gh's token file,
+and any file whose first bytes hold a private key or an access token. The folders and names are
+the path policy's deny list (paths/deny.py); a content match alone may be let through, file by
+file, with allow_secrets_in; the folder and name rules never. Reasons name the rule, never the
+secret."""
 
 from __future__ import annotations
 
@@ -14,16 +16,17 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel
 
 from mcp_server.errors import InputError
+from mcp_server.paths import deny
+from mcp_server.paths.local import LocalScope, check_local
 
 # A token or key sits in a config, a notebook cell or a key file: all within the first bytes.
 # Bounded, so a push of a big tree pays at most this much regex per file (its hash reads it all).
 SCAN_BYTES = 256 * 1024
 
-_NAMES: list[tuple[list[str], str]] = [
-    ([".*history", "fish_history", ".lesshst", ".viminfo"], "a shell or REPL history"),
-    (["shadow", "shadow-", "gshadow", "gshadow-"], "a password database"),
-    (["http-token", "ledger.sqlite", "ledger.sqlite-*", "known_hosts", "known_hosts.old"],
-     "this server's own state (http-token, ledger, pinned host keys)"),
+_NAMES: list[tuple[tuple[str, ...], str]] = [
+    (deny.HISTORIES, "a shell or REPL history"),
+    (deny.PASSWORD_DBS, "a password database"),
+    (deny.SERVER_STATE, "this server's own state (http-token, ledger, pinned host keys)"),
 ]
 _ANY_NAME = re.compile("|".join(fnmatch.translate(p) for patterns, _ in _NAMES for p in patterns))
 
@@ -63,12 +66,14 @@ class DeniedDir:
 
 
 def denied_dirs(state_dir: Path) -> list[DeniedDir]:
-    """The folders nothing is ever sent from: the server's state and the credential folders, each
-    as written and as resolved (a symlinked ~/.ssh is the folder it points at)."""
+    """The folders nothing is ever sent from: the server's state, the credential folders under
+    the user's home and root's ~/.ssh, and the system folders, each as written and as resolved (a
+    symlinked ~/.ssh is the folder it points at)."""
     home = Path.home()
     named = [(state_dir, "the server's own state folder ($RGT_HOME)")]
-    named += [(home / sub, f"~/{sub}") for sub in (".ssh", ".config/gh", ".aws", ".gnupg", ".kube", ".docker")]
-    named += [(Path("/etc"), "/etc"), (Path("/root/.ssh"), "/root/.ssh")]
+    named += [(home / sub, f"~/{sub}") for sub in deny.CREDENTIAL_FOLDERS]
+    named += [(Path(s), s) for s in (*deny.LOCAL_SYSTEM_FOLDERS, *deny.SYSTEM_FOLDERS)]
+    named += [(Path("/root/.ssh"), "/root/.ssh")]
     out: list[DeniedDir] = []
     for path, label in named:
         for form in {path.expanduser().absolute(), path.expanduser().resolve()}:
@@ -76,14 +81,11 @@ def denied_dirs(state_dir: Path) -> list[DeniedDir]:
     return out
 
 
-def check_source(root: Path, denied: list[DeniedDir]) -> None:
-    """Refuse a source that is, or lies inside, a denied folder: no override exists."""
-    for form in {root.absolute(), root.resolve()}:
-        for d in denied:
-            if form == d.path or form.is_relative_to(d.path):
-                raise InputError(f"refused: the source is {'' if form == d.path else 'inside '}{d.label}, which "
-                                 "push_code never sends from", path=str(root),
-                                 next_step="point source at the project's own folder")
+def check_source(root: Path, state_dir: Path) -> None:
+    """Refuse a source the path policy refuses to send: on the deny list (a credential folder,
+    /etc), or inside the server's own state. No override exists."""
+    check_local(root, "send", LocalScope(next_step="point source at the project's own folder"), what="source",
+                done="push_code never sends from it; nothing was sent", state_home=state_dir)
 
 
 def denied_dir_of(real: str, denied: list[DeniedDir]) -> str | None:
@@ -97,7 +99,7 @@ def name_reason(rel: str) -> str | None:
     p = PurePosixPath(rel)
     if _ANY_NAME.match(p.name):
         return next(reason for patterns, reason in _NAMES if any(fnmatch.fnmatchcase(p.name, x) for x in patterns))
-    if p.name in ("hosts.yml", "hosts.yaml") and p.parent.name == "gh":
+    if any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(rel, "*/" + g) for g in deny.GH_TOKEN_FILES):
         return "the GitHub CLI's token file (gh/hosts.yml)"
     return None
 

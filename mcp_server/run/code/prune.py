@@ -17,6 +17,8 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import check_name, path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.paths import policy
+from mcp_server.paths.policy import box_scope
 from mcp_server.run.code.push import code_dir
 from mcp_server.run.teardown.execute import check_token
 
@@ -104,11 +106,21 @@ async def confirm_prune(host: Host, spec: HostSpec, project: str, keep: int, tok
                           host=spec.name, next_step="plan again: prune_code without a token")
     if not ledger.consume_token(token):
         raise GateRefused("the token was already used: a plan executes once", host=spec.name)
-    res = await host.run(scripts.command_words("code_prune", path_word(code_dir(spec, project), "code dir"),
-                                               *(quote(c) for c in now.candidates)), timeout=60)
+    # The path policy on the box: each delete lies in the durable root's code/ tree (its owner's),
+    # through no symlink.
+    scope = box_scope(spec.durable_root, [f"{spec.durable_root.rstrip('/')}/code"], "the durable root's code/ tree",
+                      this_machine=spec.kind == "local")
+    res = await host.run(policy.library() + scripts.command_words(
+        "code_prune", path_word(code_dir(spec, project), "code dir"), quote(" ".join(now.candidates)),
+        *scope.words()), timeout=60)
     res.check("deleting the snapshots")
     pruned = [line.split()[1] for line in res.text.splitlines() if line.startswith("pruned ")]
+    refused = [line.split(" ", 2) for line in res.text.splitlines() if line.startswith("refused ")]
     ledger.record("code_prune", host=spec.name, summary=f"{project}: {len(pruned)} snapshot(s)",
-                  data={"project": project, "pruned": pruned})
-    return PruneResult(host=spec.name, project=project, pruned=pruned,
-                       message=f"deleted {len(pruned)} snapshot(s) of {project}; no run named any of them")
+                  data={"project": project, "pruned": pruned, "refused": [r[1] for r in refused]})
+    message = f"deleted {len(pruned)} snapshot(s) of {project}; no run named any of them"
+    if refused:
+        first = policy.refusal(refused[0][2] if len(refused[0]) > 2 else "", what="snapshot", host=spec.name,
+                               scope=scope, done="it was left in place")
+        message += f"; {len(refused)} left in place: {first.message}"
+    return PruneResult(host=spec.name, project=project, pruned=pruned, message=message)

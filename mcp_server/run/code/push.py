@@ -274,11 +274,11 @@ class _Chosen:
 
 def _choose(root: Path, exclude: list[str], state_dir: Path, allow: list[str], max_file_mb: float,
             max_total_mb: float) -> _Chosen:
+    check_source(root, state_dir)  # the path policy first: a refused source is not even looked at
     if not root.is_dir():
         raise InputError("source is not a local directory", path=str(root),
                          next_step="give the project's root directory on the machine running this server")
     denied = denied_dirs(state_dir)
-    check_source(root, denied)
     allow_set = check_allow_list(allow)
     chosen = select(root, exclude, denied)
     check_caps(sizes(root, chosen.keep), max_file_mb, max_total_mb)  # before reading a 40 GB data/ to hash it

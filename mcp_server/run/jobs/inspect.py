@@ -16,6 +16,8 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import reference_uri
+from mcp_server.paths import policy
+from mcp_server.paths.policy import Scope
 from mcp_server.run.jobs.rundir import read_run_record, run_dir_path
 
 DEFAULT_WINDOW_S = 20
@@ -81,6 +83,9 @@ class InspectResult(BaseModel):
     memory_limit_mib: float | None = Field(description="the cgroup's limit, else the box's RAM")
     disk: DiskRates
     verdicts: list[Verdict]
+    output_root_refused: str | None = Field(
+        default=None, description="the path policy's rule when it refused the output root run.json names: free "
+                                  "space was then sampled in the run dir instead")
 
 
 def _num(v: str | None) -> float | None:
@@ -264,8 +269,12 @@ async def sample_run(host: Host, spec: HostSpec, run_id: str, window_s: int = DE
                          "tail_logs; the job id is in the run dir's slurm_job_id")
     run_dir = run_dir_path(spec.durable_root, run_id)
     root = record.outputs.root if record.outputs else record.workdir
-    script = scripts.command_words("job_inspect", path_word(run_dir, "run dir"), quote(str(int(window_s))),
-                                   path_word(root, "output root"))
+    # The output root comes from run.json, which the box can rewrite: the path policy decides
+    # whether it is sampled (a refused one is replaced by the run dir on the box).
+    scope = Scope(("/",), "the box's own folders", spec.durable_root, this_machine=spec.kind == "local")
+    script = policy.library() + scripts.command_words(
+        "job_inspect", path_word(run_dir, "run dir"), quote(str(int(window_s))), path_word(root, "output root"),
+        *scope.words())
     res = await host.run(script, timeout=window_s + 15, slow=True)
     res.check("sampling the run")
     facts, samples = parse_samples(res.text)
@@ -277,4 +286,12 @@ async def sample_run(host: Host, spec: HostSpec, run_id: str, window_s: int = DE
     limit_mib = limit / 2**20 if limit else ((_num(facts.get("mem_total_kb")) or 0) / 1024 or None)
     return InspectResult(host=spec.name, run_id=run_id, live=True, window_s=window_s, samples=samples,
                          cpus_allowed=round(cpus, 2), memory_limit_mib=limit_mib, disk=disk_rates(samples),
-                         verdicts=judge(samples, cpus, limit_mib, spec.profile.billed))
+                         verdicts=judge(samples, cpus, limit_mib, spec.profile.billed),
+                         output_root_refused=_refused_rule(facts.get("root_refused", "")))
+
+
+def _refused_rule(answer: str) -> str | None:
+    """The path policy's rule name from the box's refusal line (`RGT-DENIED credential` -> credential)."""
+    if not answer:
+        return None
+    return "outside" if answer == "RGT-OUTSIDE" else answer.removeprefix("RGT-DENIED ")

@@ -18,12 +18,14 @@ from mcp_server.errors import InputError, NotFoundError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
+from mcp_server.paths import policy
+from mcp_server.paths.policy import Scope, box_scope
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import RunRecordSummary, check_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
-from mcp_server.run.jobs.status import ENDED, FINISHED, RunState, lost_evidence, parse_state
+from mcp_server.run.jobs.status import ENDED, FINISHED, STATE_FUNCS, RunState, lost_evidence, parse_state
 from mcp_server.settings import OUTPUT_CAP_BYTES
 
 MAX_WINDOW = 256 * 1024
@@ -70,10 +72,11 @@ def utf8_safe_len(data: bytes) -> int:
 
 
 def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_bytes: int, nonce: str,
-            margin: int, roots: list[str]) -> str:
+            margin: int, words: list[str]) -> str:
     start = "" if offset is None else str(int(offset))
     return job_script("job_tail", log_word, run_dir_word or quote(""), quote(start), quote(str(int(max_bytes))),
-                      quote(nonce), quote(str(SIGNATURE_TAIL)), quote(str(margin)), *roots)
+                      quote(nonce), quote(str(SIGNATURE_TAIL)), quote(str(margin)), *words,
+                      libraries=(STATE_FUNCS, policy.library()))
 
 
 def readable_roots(spec: HostSpec) -> list[str]:
@@ -83,26 +86,21 @@ def readable_roots(spec: HostSpec) -> list[str]:
     return list(dict.fromkeys((spec.durable_root, spec.scratch_root, *spec.log_roots)))
 
 
-def log_roots(spec: HostSpec) -> list[str]:
-    return [path_word(r, "log root") for r in readable_roots(spec)]
+def log_scope(spec: HostSpec, *, own_log: bool) -> Scope:
+    """The path policy's scope for a log: the readable roots; a bare path also keeps out of the
+    server's own folders (box.env, manifests), while a run's own log (`own_log`) lies in one."""
+    return box_scope(spec.durable_root, readable_roots(spec), "the roots tail_logs reads",
+                     this_machine=spec.kind == "local", control=not own_log,
+                     widen="write the log under one of those roots, or list its directory in the host's "
+                           "log_roots (inventory)")
 
 
-def _refusal(head: bytes, spec: HostSpec, asked: str) -> None:
-    """Raise when the box refused the read (the script's RGT-DENIED / RGT-OUTSIDE line)."""
-    marks = ("RGT-DENIED ", "RGT-OUTSIDE ")
+def _refusal(head: bytes, spec: HostSpec, scope: Scope, what: str) -> None:
+    """Raise when the box's path policy refused the read (the script's RGT-DENIED / RGT-OUTSIDE line)."""
+    marks = ("RGT-DENIED", "RGT-OUTSIDE")
     lines = [ln for ln in head.decode("utf-8", "replace").splitlines() if ln.startswith(marks)]
-    if not lines:
-        return
-    kind, _, real = lines[0].partition(" ")
-    if kind == "RGT-DENIED":
-        raise InputError("refused: that file holds credentials (keys, tokens, password hashes); tail_logs never "
-                         "reads it", observed=asked if real == asked else f"{asked} -> {real}",
-                         next_step="tail a run by run_id, or a training log under the durable or scratch root")
-    if kind == "RGT-OUTSIDE":
-        raise InputError("refused: the log is outside the roots tail_logs reads", observed=real,
-                         expected=f"under {' or '.join(readable_roots(spec))}",
-                         next_step="tail the run by run_id, write the log under one of those roots, or list its "
-                                   "directory in the host's log_roots (inventory)")
+    if lines:
+        raise policy.refusal(lines[0], what=what, host=spec.name, scope=scope, done="nothing was read")
 
 
 @dataclass(frozen=True)
@@ -181,14 +179,16 @@ async def _read_window(host: Host, spec: HostSpec, redactor: Redactor, run_id: s
                        w: _Window) -> tuple[TailResult, RunRecordSummary]:
     """One round trip: the run's state as its dir says, the window, the log's end (signatures)."""
     nonce = _secrets.token_hex(8)
+    scope = log_scope(spec, own_log=run_id is not None)
     res = await host.run(_script(w.log_word, w.run_dir, w.offset, w.max_bytes, nonce,
-                                 max(redactor.margin, MIN_MARGIN), log_roots(spec)),
+                                 max(redactor.margin, MIN_MARGIN), scope.words()),
                          timeout=25, max_output=MAX_WINDOW + SIGNATURE_TAIL + 65536)
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
                             path=spec.durable_root, next_step="list_runs shows the runs on the box")
-    _refusal(res.stdout.partition(f"@@W{nonce}".encode())[0], spec, path or f"run {run_id}")
-    if b"RGT-NOLOG" in res.stdout.partition(f"@@W{nonce}".encode())[0]:
+    head = res.stdout.partition(f"@@W{nonce}".encode())[0]
+    _refusal(head, spec, scope, "path" if path is not None else "run_id's log")
+    if b"RGT-NOLOG" in head:
         raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
     kv, read = _split(res.stdout, nonce)
     record = _learn_secrets(kv.get("runjson", ""), redactor)

@@ -20,6 +20,8 @@ from mcp_server import __version__, scripts
 from mcp_server.errors import CommandFailed, InputError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
+from mcp_server.paths import policy
+from mcp_server.paths.policy import Scope, anywhere, box_scope
 from mcp_server.verify.artifacts.roster import RemoteEntry, parse_listing
 
 SCHEMA = "remote-gpu-trainer/PULL/v2"
@@ -101,9 +103,20 @@ class Manifest(BaseModel):
         return (json.dumps(self.model_dump(by_alias=True), sort_keys=True, indent=2) + "\n").encode()
 
 
-def listing_script(root: str, allowed: Sequence[str] = (), max_entries: int = MAX_LIST) -> str:
-    return scripts.command_words("verify_list", path_word(root, "root"), quote(str(max_entries + 1)),
-                                 *(path_word(a, "allowed root") for a in allowed))
+def result_scope(host: Host, allowed: Sequence[str]) -> Scope:
+    """Where a result root may lie: under `allowed` (HostSpec.result_roots: the durable root first,
+    then the scratch root and the inventory's verify_roots), outside the durable root's control
+    trees except each run's own work dir; with no `allowed` (accept mode: a verified copy on the
+    accepting machine), anywhere outside the deny list and the server's own folders."""
+    if not allowed:
+        return anywhere(host, "the folders verify_artifacts reads")
+    return box_scope(allowed[0], allowed, "the roots verify_artifacts reads", this_machine=host.kind == "local",
+                     widen="list the directory in the host's verify_roots (inventory)")
+
+
+def listing_script(root: str, scope: Scope, max_entries: int = MAX_LIST) -> str:
+    return policy.library() + scripts.command_words("verify_list", path_word(root, "root"),
+                                                    quote(str(max_entries + 1)), *scope.words())
 
 
 @dataclass(frozen=True)
@@ -141,8 +154,9 @@ def _float(text: str | None) -> float | None:
 
 
 async def list_root(host: Host, root: str, allowed: Sequence[str] = ()) -> tuple[RootFacts, list[RemoteEntry]]:
-    """The root's facts and entries; with `allowed`, the root's real path must be under one of
-    those roots (a box's own run.json or a misled agent cannot point the pull at /etc)."""
+    """The root's facts and entries, the root through the path policy (`result_scope`): a box's
+    own run.json or a misled agent cannot point the pull at /etc, a key or the server's own files;
+    the control trees inside the root are never listed."""
     facts, body = await _listing(host, root, allowed, MAX_LIST)
     entries = parse_listing(body)
     if len(entries) > MAX_LIST:
@@ -157,17 +171,15 @@ async def confine_root(host: Host, root: str, allowed: Sequence[str]) -> RootFac
 
 
 async def _listing(host: Host, root: str, allowed: Sequence[str], max_entries: int) -> tuple[RootFacts, bytes]:
-    res = await host.run(listing_script(root, allowed, max_entries), timeout=30)
+    scope = result_scope(host, allowed)
+    res = await host.run(listing_script(root, scope, max_entries), timeout=30)
     res.check("listing the result root")
+    if res.stdout.startswith((b"RGT-OUTSIDE", b"RGT-DENIED")):
+        raise policy.refusal(res.stdout.decode("utf-8", "replace").splitlines()[0], what="root", host=host.name,
+                             scope=scope, done="nothing was listed, hashed or pulled")
     if res.stdout.startswith(b"RGT-NOROOT"):
         raise InputError("the result root does not exist on the box", host=host.name, path=root,
                          next_step="pass the directory that holds the results (absolute or ~/...)")
-    if res.stdout.startswith(b"RGT-OUTSIDE"):
-        real = res.stdout.decode("utf-8", "replace").split(" ", 1)[-1].strip()
-        raise InputError("refused: the result root is outside the roots verify_artifacts reads", host=host.name,
-                         path=root, observed=real, expected=f"under {' or '.join(allowed)}",
-                         next_step="write results under the durable or scratch root, or list the directory in "
-                         "the host's verify_roots (inventory)")
     head, _, body = res.stdout.partition(b"RGT-LIST\n")
     return RootFacts.parse(head.decode("utf-8", "replace"), host.name, root), body
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_server.errors import InputError
+from mcp_server.paths.local import LocalScope, check_local
 from mcp_server.verify.artifacts.cells import Cell
 from mcp_server.verify.artifacts.checks import FileVerdict
 from mcp_server.verify.artifacts.identity import HostIdentity
@@ -120,21 +120,14 @@ class PullState(BaseModel):
 
 def confined_dest(dest: str | None, default: Path, roots: Sequence[Path]) -> Path:
     """Where a pull or acceptance writes locally: `default` when no dest is given; else dest,
-    relative to the first root, resolved (symlinks included) and inside one of `roots` — an
-    agent must not be able to write into ~/.ssh or over the user's files."""
-    if dest is None:
-        return default
-    if "\0" in dest:
-        raise InputError("dest holds a NUL character", observed=dest[:200])
-    p = Path(dest).expanduser()
-    real = (p if p.is_absolute() else roots[0] / p).resolve()
-    for r in roots:
-        if real.is_relative_to(r.resolve()):
-            return real
-    raise InputError("dest is outside the folders verify_artifacts writes into", observed=str(real)[:300],
-                     expected="under " + " or ".join(str(r) for r in roots),
-                     next_step="omit dest (the default is under RGT_HOME/pulls), give a path relative to it, or "
-                               "add the folder to RGT_PULL_ROOTS (separated by ':')")
+    relative to the first root. Either way through the path policy's local side: resolved (every
+    symlink followed) inside one of `roots`, never on the deny list or in the server's state
+    beyond them; an agent must not be able to write into ~/.ssh or over the user's files."""
+    scope = LocalScope(tuple(roots), "the folders verify_artifacts writes into",
+                       next_step="omit dest (the default is under RGT_HOME/pulls), give a path relative to it, or "
+                                 "add the folder to RGT_PULL_ROOTS (separated by ':')")
+    return check_local(default if dest is None else dest, "write", scope, what="dest", done="nothing was written",
+                       base=roots[0])
 
 
 def default_dest(base: Path, host: str, run_id: str | None, root: str) -> Path:

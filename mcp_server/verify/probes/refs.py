@@ -17,6 +17,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.files import read_bytes
 from mcp_server.limits import HostStr, PathStr
+from mcp_server.paths import policy
 from mcp_server.verify.probes.result import FileRead
 
 FileFormat = Literal["auto", "yaml", "json", "toml", "csv", "tsv", "jsonl", "npy", "lines"]
@@ -35,7 +36,7 @@ class FileRef(BaseModel):
     """A file on a box, read through the host layer and bounded in size."""
 
     model_config = ConfigDict(extra="forbid")
-    path: PathStr = Field(description="path on the box, absolute or ~/...")
+    path: PathStr = Field(description="path on the box, absolute or ~/...", json_schema_extra={"x-rgt-path": "box"})
     host: HostStr | None = Field(default=None, description="box holding the file (default: the call's `host`)")
     format: FileFormat = Field(default="auto", description="how to parse it; auto = from the extension")
     max_bytes: int = Field(default=DEFAULT_FILE_BYTES, ge=1, le=MAX_FILE_BYTES,
@@ -53,22 +54,26 @@ class InputReader:
         self._cache: dict[tuple[str, str], bytes] = {}
         self.reads: list[FileRead] = []
 
-    async def _host(self, ref: FileRef) -> tuple[str, Host]:
+    async def _host(self, ref: FileRef) -> tuple[str, Host, str]:
+        """The file's host, and its path as the box resolves it once the path policy allows it."""
         name = ref.host or self.default_host
         if self._open_host is None:
             raise InputError("this probe was given a file but no host to read it from",
                              path=ref.path, next_step="pass the numbers inline, or call through run_probe")
         check_path(ref.path, "file path")
-        return name, await self._open_host(name)
+        host = await self._open_host(name)
+        real = await policy.confine(host, "read", ref.path, policy.anywhere(host), what="file.path",
+                                    done="nothing was read")
+        return name, host, real
 
     async def read(self, ref: FileRef) -> bytes:
         """The whole file (bounded by its max_bytes and by what is left of the call's budget)."""
-        name, host = await self._host(ref)
-        key = (name, ref.path)
+        key = (ref.host or self.default_host, ref.path)
         if key in self._cache:
             return self._cache[key]
+        name, host, real = await self._host(ref)
         limit = min(ref.max_bytes, self._budget)
-        data = await read_bytes(host, ref.path, limit)
+        data = await read_bytes(host, real, limit)
         self._budget -= len(data)
         self._cache[key] = data
         self.reads.append(FileRead(host=name, path=ref.path, bytes=len(data),
@@ -77,8 +82,8 @@ class InputReader:
 
     async def sha256(self, ref: FileRef, max_bytes: int = DEFAULT_HASH_BYTES) -> FileRead:
         """Stream a file through sha256 without keeping it; refuse files over `max_bytes`."""
-        name, host = await self._host(ref)
-        st = await host.stat(ref.path)
+        name, host, real = await self._host(ref)
+        st = await host.stat(real)
         if st is None:
             raise NotFoundError("file not found (or not a regular file)", host=name, path=ref.path)
         if st.size > max_bytes:
@@ -89,7 +94,7 @@ class InputReader:
                 "`sha256sum` on the box), or raise max_hash_bytes",
             )
         h, size = hashlib.sha256(), 0
-        async for chunk in host.read_stream(ref.path):
+        async for chunk in host.read_stream(real):
             h.update(chunk)
             size += len(chunk)
         found = FileRead(host=name, path=ref.path, bytes=size, sha256=h.hexdigest())
