@@ -30,6 +30,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a key shown in a field path; any other is not echoed
 
 T = TypeVar("T")
+# What a `host` argument takes, said once for every tool (it is in every tool's schema: keep it short).
+HOST_HELP = "local, an inventory name, ssh alias or user@host"
 
 # Presets, set honestly. openWorld: the tool talks to boxes outside this process.
 def _preset(*, read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations:

@@ -15,15 +15,15 @@ from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.limits import HostStr, IdStr, PathStr, PatternStr
 from mcp_server.run.jobs.rundir import RunOutputs, declared_outputs, read_run_record
-from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 from mcp_server.verify.artifacts.cells import CellSpec
 from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
 from mcp_server.verify.artifacts.verifier import verify_artifacts
 
-HostArg = Annotated[HostStr, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
+HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 RootArg = Annotated[PathStr | None, Field(
-    description="result root on the box (absolute or ~/...); default: the run's output root",
+    description="result root on the box; default: the run's output root",
     json_schema_extra={"x-rgt-path": "box"})]
 RosterArg = Annotated[list[PatternStr] | None, Field(
     description="files that must exist (globs under root); default: the run's outputs",
@@ -39,9 +39,9 @@ AllowPickleArg = Annotated[bool, Field(
 ExpectKeysArg = Annotated[list[IdStr] | None, Field(
     description="keys every checkpoint must hold, e.g. 'model'", max_length=50)]
 HandMadeArg = Annotated[list[PatternStr] | None, Field(
-    description="hand-written files (globs): a CSV's last row may lack its newline", max_length=100)]
+    description="hand-written files (globs): a last row may lack its newline", max_length=100)]
 CellsArg = Annotated[CellSpec | None, Field(
-    description="a sweep's cells (glob, expect, files): all must be there; a metric table per cell")]
+    description="a sweep's cells: all must be there; a metric table per cell")]
 PackArg = Annotated[bool, Field(
     description="pull many small files as one tar packed on the box, verify each")]
 AcceptFromArg = Annotated[HostStr | None, Field(

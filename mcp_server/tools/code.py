@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from mcp_server.limits import HostStr, IdStr, PathStr, PatternStr
 from mcp_server.run.code.prune import PrunePlan, PruneResult, confirm_prune, plan_prune
 from mcp_server.run.code.push import PushResult, push_code
-from mcp_server.tools._common import DESTRUCTIVE, LAUNCH, app_of, tool_errors
+from mcp_server.tools._common import DESTRUCTIVE, HOST_HELP, LAUNCH, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 
 
@@ -31,8 +31,7 @@ def _register_push(server: MCPServer) -> None:
         ctx: Context,
         source: Annotated[PathStr, Field(description="local project directory (on the machine running this server)",
                                          json_schema_extra={"x-rgt-path": "local"})],
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         project: Annotated[IdStr | None, Field(description="the code dir's name on the box (default: the source "
                                              "folder's name)")] = None,
         exclude: Annotated[list[PatternStr] | None, Field(description="more gitignore patterns to leave out, e.g. "
@@ -40,7 +39,7 @@ def _register_push(server: MCPServer) -> None:
         max_file_mb: Annotated[float, Field(description="refuse any file larger than this", gt=0)] = 20.0,
         max_total_mb: Annotated[float, Field(description="refuse a tree larger than this", gt=0)] = 200.0,
         allow_secrets_in: Annotated[list[PathStr] | None, Field(
-            description="files (under source) to send despite a key/token in them", max_length=64)] = None,
+            description="files to send despite a key or token in them", max_length=64)] = None,
     ) -> PushResult:
         """Send a local project to the box as an immutable snapshot: <durable_root>/code/<project>/<snapshot-id>/.
 
@@ -71,8 +70,7 @@ def _register_prune(server: MCPServer) -> None:
     async def prune_code_tool(
         ctx: Context,
         project: Annotated[IdStr, Field(description="the project's name on the box (push_code's `project`)")],
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         keep: Annotated[int, Field(description="always keep this many newest snapshots", ge=1, le=1000)] = 3,
         token: Annotated[IdStr | None, Field(description="omit for the plan; its token deletes exactly its "
                                            "candidates")] = None,

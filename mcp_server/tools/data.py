@@ -10,7 +10,7 @@ from pydantic import Field
 
 from mcp_server.limits import HostStr, IdStr, PathStr, UrlStr
 from mcp_server.run.data.fetch import FetchRequest, FetchResult, fetch_data
-from mcp_server.tools._common import STARTS_WORK, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, STARTS_WORK, app_of, tool_errors
 
 
 def register(server: MCPServer) -> None:
@@ -19,8 +19,7 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         dest: Annotated[PathStr, Field(description="box path under the durable or scratch root: a file (url) or "
                                        "a folder (hf_repo)", json_schema_extra={"x-rgt-path": "box"})],
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         url: Annotated[UrlStr | None, Field(description="http(s) URL of one file")] = None,
         hf_repo: Annotated[IdStr | None, Field(description="a Hugging Face repo id, e.g. Qwen/Qwen2.5-0.5B")] = None,
         hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
@@ -33,7 +32,7 @@ def register(server: MCPServer) -> None:
         attempts: Annotated[int, Field(description="download attempts, with backoff between them", ge=1,
                                        le=50)] = 8,
     ) -> FetchResult:
-        """Download a model, dataset or file ON the box (not via this machine) as a detached job you can tail, wait for, cancel.
+        """Download a model, dataset or file ON the box (not via this machine) as a detached run.
 
         Checks free bytes and inodes against the size first and refuses before downloading;
         resumes a partial file (curl -C -) or repo (hf download), retrying transient errors;
@@ -41,7 +40,7 @@ def register(server: MCPServer) -> None:
         (outcome already_there). Hugging Face uses the box's HF_ENDPOINT mirror and HF_HOME
         from prepare_box. Progress ("rgt-fetch: N of M bytes") shows in tail_logs.
         See references://run-remote/code-and-data#fetch.
-        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
+        """
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)

@@ -14,7 +14,7 @@ from pydantic import Field
 from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.inspect import DEFAULT_WINDOW_S, MAX_WINDOW_S, InspectResult, sample_run
-from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, READ_ONLY, app_of, tool_errors
 
 SERIES = (("cpu_pct", "CPU % (the run's processes)"), ("gpu_util_pct", "GPU util %"),
           ("rss_mib", "RSS MiB"), ("vram_used_mib", "VRAM used MiB"))
@@ -41,8 +41,7 @@ def register(server: MCPServer) -> None:
     async def inspect_run(
         ctx: Context,
         run_id: Annotated[IdStr, Field(description="a live run's id (launch_detached, list_runs)")],
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         window_s: Annotated[int, Field(description="seconds to sample, once a second", ge=2,
                                        le=MAX_WINDOW_S)] = DEFAULT_WINDOW_S,
         image: Annotated[bool, Field(description="add a PNG of the sampled series (needs matplotlib)")] = True,

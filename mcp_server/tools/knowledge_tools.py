@@ -30,7 +30,7 @@ def register(server: MCPServer) -> None:
         limit: Annotated[int, Field(description="how many sections to return", ge=1, le=MAX_LIMIT)] = 5,
         kind: Annotated[KindFilter, Field(description="signature: symptom->fix entries only")] = "any",
     ) -> SearchReferencesResult:
-        """Find the knowledge-base sections that answer a symptom: the best ones by page, each with an excerpt, its facts' date and its URI.
+        """Find the knowledge-base sections that answer a symptom: each with an excerpt, its facts' date and its URI.
 
         Every reference page and platform profile, section by section; identifiers (hf_transfer,
         Xid 79) match whole and user phrasings (Chinese too) map to the pages' words. Read a hit's

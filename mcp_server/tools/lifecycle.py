@@ -15,9 +15,9 @@ from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, c
 from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
 from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
-from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, READ_ONLY, app_of, tool_errors
+from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, HOST_HELP, READ_ONLY, app_of, tool_errors
 
-HostArg = Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or user@host')]
+HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 RunIdArg = Annotated[IdStr, Field(description="run id from launch_detached or list_runs")]
 CancelIdArg = Annotated[IdStr, Field(
     description="run id, or a Slurm sweep's queue_id (array-...) to stop all its cells")]

@@ -19,7 +19,7 @@ from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.curves import RunCurves, RunData, read_run_metrics, save_plot, summarize_run
 from mcp_server.run.jobs.metrics import Points, default_keys
-from mcp_server.tools._common import LAUNCH, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, LAUNCH, app_of, tool_errors
 
 MAX_RUNS = 16
 
@@ -108,11 +108,10 @@ def register(server: MCPServer) -> None:
     async def plot_run(
         ctx: Context,
         run_id: Annotated[IdStr | None, Field(description="the run to plot")] = None,
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         run_ids: Annotated[list[IdStr] | None, Field(description="several runs on the host overlaid (seeds, a sweep)",
                                                    max_length=MAX_RUNS)] = None,
-        series: Annotated[list[IdStr] | None, Field(description="metric keys, e.g. ['loss', 'val_acc'] (default: up to "
+        series: Annotated[list[IdStr] | None, Field(description="metric keys, e.g. ['loss'] (default: up to "
                                                   "4, loss-like first)", max_length=4)] = None,
         trend_n: Annotated[int, Field(description="points in the trend and plateau window", ge=3, le=1000)] = 20,
         diverge_factor: Annotated[float, Field(description="divergence: a loss this many times its best",

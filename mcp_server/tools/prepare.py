@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.audit.prepare import PreparePlan, PrepareResult, apply_prepare, plan_prepare
-from mcp_server.tools._common import LAUNCH, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, LAUNCH, app_of, tool_errors
 
 
 class PrepareOutput(BaseModel):
@@ -22,8 +22,7 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Prepare a fresh box", annotations=LAUNCH)
     async def prepare_box(
         ctx: Context,
-        host: Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         token: Annotated[IdStr | None, Field(
             description="omit for the plan; pass its token to apply exactly it")] = None,
     ) -> PrepareOutput:

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from mcp_server.hosts.base import Host
 from mcp_server.limits import HostStr
-from mcp_server.tools._common import READ_ONLY, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, READ_ONLY, app_of, tool_errors
 from mcp_server.verify.probes import ProbeInputs, ProbeResult
 from mcp_server.verify.probes import run_probe as run_probe_on
 
@@ -23,8 +23,7 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         inputs: Annotated[ProbeInputs, Field(description="the probe and its inputs (numbers inline, or "
                                              "`file: {path, host?}` on a box)")],
-        host: Annotated[HostStr, Field(description='box holding file inputs: "local", an inventory name, ssh alias or '
-                                   "user@host")] = "local",
+        host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         run_id: Annotated[str | None, Field(description="the run this finding is about (links it in the ledger)",
                                             max_length=128)] = None,
     ) -> ProbeResult:

@@ -20,7 +20,7 @@ from mcp_server.errors import InputError, NotFoundError, RgtError
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.knowledge import Profile, profile
 from mcp_server.redact import Redactor
-from mcp_server.tools._common import app_of, coded_message, shown_key
+from mcp_server.tools._common import HOST_HELP, app_of, coded_message, shown_key
 from mcp_server.tools.protocol import did_you_mean
 
 
@@ -165,7 +165,7 @@ def deliver_text(project_root: str, run_id: str) -> str:
     ])
 
 
-HostArg = Annotated[str, Field(description='the box: "local", an inventory name, ssh alias or user@host')]
+HostArg = Annotated[str, Field(description=HOST_HELP)]
 PlatformArg = Annotated[str | None, Field(description="its platform profile (default: the host's), e.g. runpod")]
 RunNameArg = Annotated[str, Field(description="a name for the run (letters, digits . _ -)")]
 RunIdArg = Annotated[str, Field(description="the run the result comes from (launch_detached, list_runs)")]

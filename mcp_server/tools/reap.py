@@ -13,7 +13,7 @@ from mcp_server.run.audit.gpu_checks import ZOMBIE_MIN_AGE_S
 from mcp_server.run.audit.reap import ReapPlan, ReapResult, execute_reap, plan_reap
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._bounded import Bounded, bound_result
-from mcp_server.tools._common import DESTRUCTIVE, app_of, tool_errors
+from mcp_server.tools._common import DESTRUCTIVE, HOST_HELP, app_of, tool_errors
 
 
 class ReapOutput(Bounded):
@@ -21,10 +21,10 @@ class ReapOutput(Bounded):
     result: ReapResult | None = Field(default=None, description="set when called with a token")
 
 
-HOST = '"local", an inventory name, ssh alias or user@host'
+HOST = HOST_HELP
 TOKEN = "omit for the plan; its token stops exactly the planned processes"
 MIN_AGE = "a younger holder may still be starting: left alone"
-OTHERS = "offer other users' processes too; confirm with the same value"
+OTHERS = "offer other users' processes too (the token keeps this choice)"
 
 
 def register(server: MCPServer) -> None:

@@ -12,7 +12,7 @@ from mcp_server import untrusted
 from mcp_server.deliver.models import ReconcileReport
 from mcp_server.deliver.render.report import DEFAULT_LIMIT, MAX_LIMIT
 from mcp_server.limits import HostStr, PathStr
-from mcp_server.tools._common import WRITES_LOCAL, app_of, tool_errors
+from mcp_server.tools._common import HOST_HELP, WRITES_LOCAL, app_of, tool_errors
 from mcp_server.tools._progress import reporter
 
 # The arguments, each with the description the model reads.
@@ -23,16 +23,16 @@ DocumentsArg = Annotated[list[PathStr], Field(
     description="files, folders (.md .tex .txt .csv in them) or globs, e.g. paper/**/*.tex",
     min_length=1, max_length=200, json_schema_extra={"x-rgt-path": "box"})]
 ModeArg = Annotated[Literal["precision", "strict"], Field(
-    description="precision: 31.4 matches 31.42 and 76.12% matches 0.7612; strict: exact")]
+    description="precision: 31.4 matches 31.42, 76.12% matches 0.7612; strict: exact")]
 RenderArg = Annotated[bool, Field(
     description="also render LaTeX macros and Markdown/LaTeX tables from the evidence")]
 RenderDirArg = Annotated[PathStr | None, Field(
-    description="write rendered files into this host folder instead of returning them",
+    description="write rendered files into this folder instead of returning them",
     json_schema_extra={"x-rgt-path": "box"})]
 HostArg = Annotated[HostStr, Field(
-    description='box holding the project: "local", an inventory name, ssh alias or user@host')]
+    description=HOST_HELP)]
 ViewArg = Annotated[Literal["findings", "numbers"], Field(
-    description="the list to page: findings, or numbers (one status record per evidence row)")]
+    description="the list to page: findings, or numbers (a status per evidence row)")]
 OffsetArg = Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)]
 LimitArg = Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)]
 IncludeMatchesArg = Annotated[bool, Field(description="list plain matches too (they are always counted)")]

@@ -25,12 +25,12 @@ from mcp_server.run.jobs.rundir import RunStatus
 from mcp_server.run.jobs.runscan import DEFAULT_LIMIT, MAX_LIMIT, RunFilter, parse_since
 from mcp_server.run.jobs.slurm_array import launch_array
 from mcp_server.settings import OUTPUT_CAP_BYTES
-from mcp_server.tools._common import LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
+from mcp_server.tools._common import HOST_HELP, LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
 # Above the launch's own 128 KiB check (E2BIG), which explains that value and what to do instead.
 EnvValueStr = Annotated[str, MaxLength(ENV_TOTAL_MAX)]
-HostArg = Annotated[HostStr, Field(description='"local", an inventory name, ssh alias or user@host')]
+HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 
 # launch_detached
 CommandArg = Annotated[CommandStr | None, Field(
@@ -76,7 +76,7 @@ OutputsArg = Annotated[list[PatternStr] | None, Field(
     max_length=256)]
 OutputRootArg = Annotated[PathStr | None, Field(description="where outputs live (default: output_dir)")]
 OnExitArg = Annotated[str | None, Field(
-    description="shell command run on the box when the run ends, e.g. a webhook ($RGT_RUN_ID, $RGT_STATE)",
+    description="shell command run on the box when the run ends ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
 SyncArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
@@ -93,7 +93,7 @@ OffsetArg = Annotated[int | None, Field(
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
 LinesArg = Annotated[int | None, Field(description="instead of offset: the last N lines", ge=1, le=5000)]
 StallArg = Annotated[float, Field(
-    description="warn when a running job's log has not grown for this long", ge=30)]
+    description="warn when a running job's log stops growing this long", ge=30)]
 
 # aggregate_results
 CellsArg = Annotated[PatternStr, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
@@ -111,7 +111,7 @@ ListLimitArg = Annotated[int, Field(description="runs per page (per host), newes
 CursorArg = Annotated[ValueStr | None, Field(description="next_cursor from the previous page (needs `host`)")]
 StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']",
                                                    max_length=len(get_args(RunStatus)))]
-NameGlobArg = Annotated[str | None, Field(description="glob on the run name (run id when unnamed), e.g. 'sweep*'",
+NameGlobArg = Annotated[str | None, Field(description="glob on the run name (or id), e.g. 'sweep*'",
                                           max_length=200)]
 SinceArg = Annotated[IdStr | None, Field(description="only runs started since (ISO 8601 or epoch seconds)")]
 

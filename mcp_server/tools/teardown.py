@@ -28,7 +28,7 @@ class Confirm(BaseModel):
     confirm: bool = Field(description="true to run exactly the action described")
 
 
-ACTION = "the profile's action, e.g. stop, terminate, power-off, release, destroy, manual"
+ACTION = "the profile's action: stop, terminate, destroy, manual, …"
 HOST = "the box's inventory name (with its instance_id and api_key_env)"
 TOKEN = "the token plan_teardown returned (that plan runs once)"
 ALLOW_UNVERIFIED = "the USER's explicit choice to tear down without a verified pull (recorded)"
