@@ -4,8 +4,12 @@
 # and removed in the durable root (a real write is the only test that catches a full
 # inode table).
 #
-# Arguments: DURABLE_ROOT PYTHON PROXY_HOOK CODE_DIR SLURM
+# Arguments: CHECK_COUNT CHECK... WORD_COUNT WORD...
+#            DURABLE_ROOT PYTHON PROXY_HOOK CODE_DIR SLURM
 #            MOUNT_COUNT MOUNT... CACHE_COUNT CACHE_DIR... EXPECTED_FILE...
+# CHECK: a path the caller named (code_dir, an extra path to measure), put through the path
+# policy first (path_policy.sh runs ahead of this; read intent, rgt_check's WORDs): one line
+# each in the `policy` section, and when any is refused nothing else runs.
 # PYTHON, PROXY_HOOK and CODE_DIR may be empty (first python on PATH / no hook / no code
 # checks); SLURM is 1 on a Slurm login node (the cluster's partitions, your pending jobs and
 # limits are read too). `rgt_state` (the jobs' state functions) and box_interp.sh's `rgt_interps`
@@ -125,7 +129,7 @@ crlf() {
 }
 pins() {
   for f in "$code_dir"/requirements*.txt; do
-    [ -f "$f" ] && grep -iHnE '^(torch|torchvision|torchaudio)([^A-Za-z0-9_.-]|$)' "$f"
+    [ -f "$f" ] && [ ! -L "$f" ] && grep -iHnE '^(torch|torchvision|torchaudio)([^A-Za-z0-9_.-]|$)' "$f"
   done
   return 0
 }
@@ -199,6 +203,30 @@ logind() {
   return 0
 }
 
+# gate N PATH... M WORD... : rgt_check (read) of each PATH within the M WORDs, one line each:
+# the resolved path or the refusal; 1 when any was refused.
+gate() {
+  n=$1; shift; list=''
+  while [ "$n" -gt 0 ]; do list="$list$1
+"; shift; n=$((n - 1)); done
+  # Keep the first M words as the positional parameters (POSIX sh has no arrays).
+  m=$1; shift; k=$#; i=0
+  for w do [ "$i" -lt "$m" ] && set -- "$@" "$w"; i=$((i + 1)); done
+  shift "$k"
+  bad=0
+  while IFS= read -r p; do
+    [ -n "$p" ] || continue
+    if rgt_check read "$p" "$@"; then printf '%s\n' "$RGT_REAL"; else printf '%s\n' "$RGT_REFUSAL"; bad=1; fi
+  done <<EOF
+$list
+EOF
+  return "$bad"
+}
+
+S policy gate "$@"
+[ "$rgt_rc" = 0 ] || exit 0
+shift $(($1 + 1))
+shift $(($1 + 1))
 durable_root=$1 python_bin=$2 proxy_hook=$3 code_dir=$4 slurm=$5
 shift 5
 # dmon samples for 5 s: start it first and collect it last so it overlaps the rest.

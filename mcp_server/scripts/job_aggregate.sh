@@ -43,6 +43,21 @@ first_link() {
   return 1
 }
 
+# control REL: is REL (a path under the root, no symlink on the way) in a server control tree, by
+# path_policy.sh's rule: a .rgt folder at any depth below the root, or the durable root's .rgt/ or
+# code/ reached from a root outside them (a run's own work dir in .rgt/runs/ is data); or in
+# <durable>/results/, where the copies land. Such a cell or file never matches.
+control() {
+  local t
+  case /$1/ in */.rgt/*) return 0;; esac
+  case $here/$1/ in "$durable/results/"*) return 0;; esac
+  for t in "$durable/.rgt" "$durable/code"; do
+    case $here/ in "$t"/*) continue;; esac
+    case $here/$1/ in "$t"/*) return 0;; esac
+  done
+  return 1
+}
+
 # refuse CELL LINK: print the refused symlink's line (the caller fails the cell).
 refuse() { printf 'link=%s\t%s\t%s\n' "$(flat "$1")" "$(flat "$2")" "$(flat "$(readlink -- "$here/$2")")"; }
 
@@ -54,13 +69,14 @@ refused() {
 
 # cell_files CELL: the cell's regular files matching the globs ($@ of the script), in `files`
 # (an array), relative to the cell; every matched symlink on the way (under the root) in
-# `links`. Our own .rgt- files never count.
+# `links`. Our own .rgt- files and anything in a control tree never count.
 cell_files() {
   local p f; local -A seen=() seen_link=(); files=() links=()
   cd -- "$here/$1" || return 1
   for p in "${globs[@]}"; do for f in $p; do
     f=${f#./}
     case ${f##*/} in .rgt-*) continue;; esac
+    control "$1/$f" && continue
     if first_link "$1/$f"; then
       [ -n "${seen_link[$link]:-}" ] || { seen_link[$link]=1; links+=("$link"); }
       continue
@@ -114,7 +130,7 @@ globs=("$@")
 for c in $cells; do
   [ -d "$c" ] || continue
   c=${c#./}; c=${c%/}
-  case "$here/$c/" in "$durable/results/"*|"$durable/.rgt/"*) continue;; esac
+  control "$c" && continue
   case $c in *[[:cntrl:]]*) emit "$(printf '%s' "$c" | tr '[:cntrl:]' '?')" failed 0 0 "control character in the name"; continue;; esac
   if first_link "$c"; then
     refuse "$c" "$link"; emit "$c" failed 0 0 "symlink refused, never followed: a cell is a directory under the root"

@@ -10,14 +10,13 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
-from mcp_server.hosts.commands import check_path
 from mcp_server.limits import MAP_MAX, HostStr, IdStr, PathStr
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit, problems_only
 from mcp_server.run.audit.model import Check, ExpectGpu
-from mcp_server.run.audit.multibox import cross_checks
+from mcp_server.run.audit.multibox import confine_shared, cross_checks
 from mcp_server.run.teardown.cost import accrued
-from mcp_server.tools._common import READ_ONLY, HostError, app_of, fan_out, tool_errors
+from mcp_server.tools._common import HOST_HELP, READ_ONLY, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
 
 MAX_HOSTS = 32
@@ -26,23 +25,25 @@ Detail = Literal["problems", "all"]
 
 # The arguments, each with the description the model reads.
 HostArg = Annotated[HostStr | None, Field(
-    description='box to audit: "local", an inventory name, ssh alias or user@host')]
+    description=HOST_HELP)]
 HostsArg = Annotated[list[HostStr] | None, Field(
     description="several boxes to audit concurrently instead of `host`", max_length=MAX_HOSTS)]
 PathsArg = Annotated[list[PathStr] | None, Field(
-    description="extra box paths to measure (bytes, inodes)", max_length=16)]
+    description="extra box paths to measure (bytes, inodes)", max_length=16, json_schema_extra={"x-rgt-path": "box"})]
 ExpectGpuArg = Annotated[ExpectGpu | None, Field(
     description="what you rented: GPU name substring, count, memory per GPU")]
 PythonArg = Annotated[PathStr | None, Field(
     description="the job's interpreter (default: the profile's, else python3)")]
 CodeDirArg = Annotated[PathStr | None, Field(
-    description="project dir on the box, scanned for CRLF scripts and framework pins")]
+    description="project dir on the box, scanned for CRLF scripts and framework pins",
+    json_schema_extra={"x-rgt-path": "box"})]
 ExpectFilesArg = Annotated[dict[PathStr, IdStr] | None, Field(
     description="box path -> sha256 of your local copy (proves your change is deployed)", max_length=MAP_MAX)]
 OneJobArg = Annotated[bool, Field(
     description="with `hosts`: they form one job; adds A21 (shared filesystem), A30 (fabric, MTU)")]
 SharedPathArg = Annotated[PathStr | None, Field(
-    description="A21: the directory every box must share (default: durable root)")]
+    description="A21: the directory every box must share (default: durable root)",
+    json_schema_extra={"x-rgt-path": "box"})]
 DetailArg = Annotated[Detail, Field(
     description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: every check in full")]
 PolicyArg = Annotated[Policy | None, Field(
@@ -90,6 +91,12 @@ async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditAr
     return result
 
 
+async def _confine_shared(app: App, name: str, policy: Policy | None, path: str) -> None:
+    spec = app.pool.spec(name, policy)
+    if spec.kind != "kubernetes":
+        await confine_shared((await app.pool.host(spec), spec), path)
+
+
 def register(server: MCPServer) -> None:
     @server.tool(title="Audit a GPU box", annotations=READ_ONLY)
     async def audit_box(
@@ -123,8 +130,6 @@ def register(server: MCPServer) -> None:
             if not one_job:
                 return AuditBoxResult(outcomes=outcomes)
             with tool_errors(app):
-                if shared_path:
-                    check_path(shared_path, "shared_path")
                 specs = [app.pool.spec(n, host_key_policy) for n, r, _ in rows if r is not None]
                 boxes = [(await app.pool.host(spec), spec) for spec in specs]
                 return AuditBoxResult(outcomes=outcomes, job_checks=await cross_checks(boxes, shared_path))
@@ -133,5 +138,7 @@ def register(server: MCPServer) -> None:
                 raise InputError("give `host` or `hosts`")
             if one_job:
                 raise InputError("one_job needs `hosts`: the boxes of the job (two or more)")
+            if shared_path:
+                await _confine_shared(app, host, host_key_policy, shared_path)
             result = await _audit_one(app, host, host_key_policy, args, detail)
         return AuditBoxResult(outcomes=[AuditOutcome(host=host, audit=result)])

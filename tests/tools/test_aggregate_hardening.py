@@ -5,6 +5,7 @@ sshd, through a real MCP client."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,21 @@ async def test_a_source_root_under_an_inventory_verify_roots_entry_is_read(env, 
                                   "verify_roots": [str(extra)]}})
     res = await aggregate(client, root=str(extra), cells="c*")
     assert res["durable"] == 1 and res["root"] == str(extra.resolve())
+
+
+async def test_security_cells_and_files_globs_never_reach_the_servers_control_trees(roots: Path, client) -> None:
+    """With the durable root as the source root, `*/*` and `**` would reach `.rgt/` (box.env, run
+    records) and `code/` (push_code's snapshots): neither is a cell, nor a file of one."""
+    durable = roots / "durable"
+    for cell, files in {"sweep/good": {"best.pth": "w", "DONE": "", ".rgt/box.env": "TOKEN=canary-5e1f"},
+                        "sweep/.rgt": {"DONE": "", "run.json": "{}"}, ".rgt/runs": {"DONE": "", "pid": "1"},
+                        "code/proj": {"DONE": "", "train.py": "print(1)"}}.items():
+        for name, text in files.items():
+            (durable / cell / name).parent.mkdir(parents=True, exist_ok=True)
+            (durable / cell / name).write_text(text)
+    res = await aggregate(client, root=str(durable), cells="*/*")
+    assert [(c["cell"], c["outcome"], c["files"]) for c in res["cells"]] == [("sweep/good", "copied", 2)], res
+    dest = durable / "results" / "sweep-a"
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == [
+        "sweep/good/.rgt-cell.tsv", "sweep/good/DONE", "sweep/good/best.pth"]
+    assert "canary-5e1f" not in json.dumps(res)

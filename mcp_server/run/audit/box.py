@@ -11,10 +11,11 @@ from mcp_server.hosts.base import CommandResult, Host
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.paths import policy
 from mcp_server.run.audit.cluster_checks import CLUSTER_CHECKS, on_login_node
 from mcp_server.run.audit.gpu_checks import GPU_CHECKS
 from mcp_server.run.audit.model import SEVERITY, Check, ExpectGpu, Facts, GpuReport, MountReport
-from mcp_server.run.audit.probe import build_script, parse_sections
+from mcp_server.run.audit.probe import build_script, parse_sections, refused
 from mcp_server.run.audit.session_checks import a35_logout
 from mcp_server.run.audit.system_checks import SYSTEM_CHECKS, a10_bytes, a11_inodes
 
@@ -74,6 +75,13 @@ def mount_plan(spec: HostSpec, extra: list[str]) -> list[tuple[str, list[str]]]:
     return list(plan.items())
 
 
+def caller_paths(plan: list[tuple[str, list[str]]], code_dir: str | None) -> list[tuple[str, str]]:
+    """The paths a caller named, by argument, for the path policy (read: findings and df only):
+    code_dir, and each extra path to measure that the audit does not measure anyway."""
+    extra = [("paths", p) for p, roles in plan if roles == ["requested"]]
+    return ([("code_dir", code_dir)] if code_dir else []) + extra
+
+
 def _int(v: str) -> int | None:
     return int(v) if v.isdigit() else None
 
@@ -114,14 +122,19 @@ async def audit(
     expect_files = expect_files or {}
     for p in expect_files:
         check_path(p, "expect_files key")
+    named = caller_paths(plan, code_dir)
+    scope = policy.anywhere(host, "the folders audit_box reads")
     script = build_script(
         mounts=[p for p, _ in plan], durable_root=spec.durable_root,
         python=python or spec.python, proxy_hook=spec.profile.proxy_hook,
         cache_dirs=list(CACHE_DIRS), code_dir=code_dir, expect_files=expect_files,
-        slurm=spec.profile.kind == "slurm",
+        slurm=spec.profile.kind == "slurm", confined=[p for _, p in named], scope=scope,
     )
     started = time.time()
     res = await host.run(script, timeout=AUDIT_TIMEOUT_S)
+    refusal = refused(parse_sections(res.text).get("policy"), [w for w, _ in named], host=spec.name, scope=scope)
+    if refusal is not None:
+        raise refusal
     facts = gather_facts(res, spec, plan, started, expect_gpu=expect_gpu, expect_files=expect_files,
                          code_dir=code_dir)
     result = judge(facts, started)

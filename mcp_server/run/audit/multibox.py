@@ -14,31 +14,55 @@ from mcp_server import scripts
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
+from mcp_server.paths import policy
 from mcp_server.run.audit.model import Check, check
 
 Box = tuple[Host, HostSpec]
+MARKER = ".rgt-a21-"  # A21's marker files' names begin so
 
 
-async def _step(host: Host, mode: str, path: str, name: str, content: str = "") -> str:
-    words = (quote(mode), path_word(path, "shared_path"), quote(name), quote(content))
-    res = await host.run(scripts.command_words("audit_shared_fs", *words), timeout=20)
+def _scope(host: Host, spec: HostSpec, mode: str) -> policy.Scope:
+    """Where A21 may put its marker: under the box's durable or scratch root, outside the
+    server's control trees; a peer only reads the marker back (off the deny list and .rgt/)."""
+    if mode == "read":
+        return policy.anywhere(host, "the folders A21 reads")
+    return policy.box_scope(spec.durable_root, [spec.durable_root, spec.scratch_root],
+                            "the roots A21 writes its marker in", this_machine=host.kind == "local")
+
+
+async def _step(box: Box, mode: str, path: str, name: str, content: str = "") -> str:
+    host, spec = box
+    scope = _scope(host, spec, mode)
+    words = (quote(mode), path_word(path, "shared_path"), quote(name), quote(content), *scope.words())
+    res = await host.run(policy.library() + scripts.command_words("audit_shared_fs", *words), timeout=20)
     res.check("checking the shared filesystem")
-    return res.text.strip()
+    text = res.text.strip()
+    if text.startswith(("RGT-DENIED", "RGT-OUTSIDE")):
+        raise policy.refusal(text, what="shared_path", host=spec.name, scope=scope,
+                             done="no marker was written" if mode in ("check", "write") else "A21 did not run")
+    return text
+
+
+async def confine_shared(box: Box, path: str) -> None:
+    """Refuse, before anything runs, a shared_path where the path policy keeps A21 from writing
+    its marker (checked on the box, nothing written)."""
+    await _step(box, "check", path, f"{MARKER}check")
 
 
 async def a21_shared_fs(boxes: list[Box], path: str | None) -> Check:
     title = "one shared filesystem across the job's boxes"
-    (first, spec), peers = boxes[0], boxes[1:]
+    spec, peers = boxes[0][1], boxes[1:]
     where = path or spec.durable_root
-    name, content = f".rgt-a21-{secrets.token_hex(6)}", secrets.token_hex(16)
-    wrote = await _step(first, "write", where, name, content)
+    name, content = f"{MARKER}{secrets.token_hex(6)}", secrets.token_hex(16)
+    wrote = await _step(boxes[0], "write", where, name, content)
     if not wrote.startswith("written"):
         return check("A21", title, "FAIL", f"cannot write under {where} on {spec.name} ({wrote}): nothing to compare",
                      where)
     try:
-        seen = await asyncio.gather(*(_step(h, "read", path or s.durable_root, name, content) for h, s in peers))
+        seen = await asyncio.gather(*(_step((h, s), "read", path or s.durable_root, name, content)
+                                      for h, s in peers))
     finally:
-        await _step(first, "remove", where, name)
+        await _step(boxes[0], "remove", where, name)
     blind = [f"{s.name} ({r} under {path or s.durable_root})" for (_, s), r in zip(peers, seen, strict=True)
              if r != "seen"]
     ev = f"a file written on {spec.name} under {where} ({wrote.split()[-1] if ' ' in wrote else '?'})"
