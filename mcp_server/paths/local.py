@@ -12,7 +12,7 @@ from pathlib import Path
 from mcp_server.paths import deny
 from mcp_server.paths.policy import Intent
 from mcp_server.paths.refusal import REASONS, outside, printable, refused
-from mcp_server.settings import Settings
+from mcp_server.paths.serving import current_settings
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def check_local(value: str | Path, intent: Intent, scope: LocalScope, *, what: s
                           done=done, next_step=step)
         if intent in ("write", "delete") and deny.is_startup(form):
             raise refused(what, "startup-file", REASONS["startup-file"], host=None, done=done, next_step=step)
-    home = (state_home or Settings.from_env().home).expanduser()
+    home = (state_home or current_settings().home).expanduser()
     for tree in {home.absolute(), home.resolve()}:
         if (_inside(real, tree) or _inside(written, tree)) and not any(_inside(r, tree) and _inside(real, r)
                                                                         for r in roots):

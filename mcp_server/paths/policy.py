@@ -20,6 +20,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.paths import deny
 from mcp_server.paths.refusal import REASONS, PathRefused, outside, printable, refused
+from mcp_server.paths.serving import current_settings
 from mcp_server.settings import Settings
 
 Intent = Literal["read", "write", "delete", "send"]
@@ -88,7 +89,7 @@ class Scope:
                 if self.durable_root:
                     words.append(quote("!") + path_word(f"{self.durable_root.rstrip('/')}/{tree.name}", "root"))
         if self.this_machine:
-            words.append(quote("%") + path_word(str(Settings.from_env().home.absolute()), "root"))
+            words.append(quote("%") + path_word(str(current_settings().home.absolute()), "root"))
         return words
 
 
@@ -102,7 +103,7 @@ def anywhere(host: Host, named: str = "the box's own folders") -> Scope:
     """Any folder on the box outside the deny list and the server's own folders: for a file the
     caller names to read (a probe's input, EVIDENCE.json and its documents)."""
     local = host.kind == "local"
-    return Scope(("/", *(data_folders(Settings.from_env()) if local else ())), named, this_machine=local)
+    return Scope(("/", *(data_folders(current_settings()) if local else ())), named, this_machine=local)
 
 
 def confine_words(durable_root: str, roots: Sequence[str], *, control: bool = True) -> list[str]:

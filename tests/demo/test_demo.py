@@ -44,3 +44,12 @@ def test_the_demo_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
     done = _demo(tmp_path, "--dir", str(tmp_path / "busy"))
     assert done.returncode == 2 and "not empty" in done.stderr
     assert (tmp_path / "busy" / "mine.txt").read_text() == "keep"
+
+
+def test_the_demo_in_its_default_folder_under_rgt_home_runs_every_step(tmp_path: Path) -> None:
+    """The README's first command: no --dir, so the demo's folder (with its own state) lies under the
+    user's $RGT_HOME; the path policy keeps the serving server's state out of reach, not the
+    environment's, so the demo's own paper and box are readable."""
+    done = _demo(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reconcile_evidence" in done.stdout and str(tmp_path / "home" / "demo") in done.stdout

@@ -27,6 +27,7 @@ from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_name, path_word, quote
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
+from mcp_server.paths.serving import current_settings
 from mcp_server.progress import Report
 from mcp_server.run.code.local_policy import SkippedFile, check_allow_list, check_source, denied_dirs
 from mcp_server.run.code.snapshot import (
@@ -40,7 +41,6 @@ from mcp_server.run.code.snapshot import (
     sizes,
     snapshot_id,
 )
-from mcp_server.settings import Settings
 
 BATCH_BYTES = 32 * 1024 * 1024  # one tar stream per round trip, held in memory while it is sent
 SENDS_IN_FLIGHT = 2
@@ -305,7 +305,7 @@ async def push_code(host: Host, spec: HostSpec, source: str, project: str | None
                     allow_secrets_in: list[str] | None = None) -> PushResult:
     start = time.monotonic()
     root = Path(source).expanduser()
-    chosen = _choose(root, exclude, state_dir or Settings.from_env().home, allow_secrets_in or [], max_file_mb,
+    chosen = _choose(root, exclude, state_dir or current_settings().home, allow_secrets_in or [], max_file_mb,
                      max_total_mb)
     project = check_name(project or root.resolve().name, "project")
     files = chosen.files
