@@ -11,7 +11,6 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostPool, HostSpec
 from mcp_server.knowledge import profiles
 from mcp_server.ledger import Ledger
-from mcp_server.paths.serving import serve_with
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import configure_engines
 from mcp_server.run.jobs.watch import Publish, RunWatch
@@ -22,7 +21,6 @@ from mcp_server.statedir import secure_state
 class App:
     def __init__(self, settings: Settings, publish: Publish | None = None) -> None:
         self.settings = settings
-        serve_with(settings)  # the path policy keeps this server's state folder out of reach
         configure_engines(settings)
         self.redactor = Redactor()
         self._pool: HostPool | None = None

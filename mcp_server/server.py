@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server import __version__
 from mcp_server.app import App
+from mcp_server.paths.serving import serve_with, stop_serving
 from mcp_server.settings import Settings
 from mcp_server.tools import register_all
 from mcp_server.tools._common import lone_surrogate_at
@@ -122,10 +123,12 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         app = App(settings, publish)
+        serving = serve_with(settings)  # the path policy keeps this server's state folder out of reach
         log.info("remote-gpu-trainer %s: state in %s", __version__, settings.home)
         try:
             yield app
         finally:
+            stop_serving(serving)
             await app.close()
 
     server: MCPServer[App] = RgtServer(

@@ -5,16 +5,21 @@ policy must not read the environment when a server told it what it serves with."
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from mcp_server.settings import Settings
 
 _SERVING: ContextVar[Settings | None] = ContextVar("rgt_serving_settings", default=None)
 
 
-def serve_with(settings: Settings) -> None:
-    """Called where a server's state opens (App): every call it then handles inherits it."""
-    _SERVING.set(settings)
+def serve_with(settings: Settings) -> Token[Settings | None]:
+    """Called in a server's lifespan, the task its calls are handled under: they inherit it, and
+    nothing outside that server does (an App made directly, as tests do, keeps the environment's)."""
+    return _SERVING.set(settings)
+
+
+def stop_serving(token: Token[Settings | None]) -> None:
+    _SERVING.reset(token)
 
 
 def current_settings() -> Settings:
