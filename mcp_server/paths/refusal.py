@@ -20,8 +20,10 @@ REASONS = {
 }
 
 
-class PathRefused(InputError):
-    """A path argument the path policy refused (BAD_INPUT): the argument and the rule, never the path."""
+# A path argument the path policy refused is BAD_INPUT like any other bad argument: no class of its own,
+# since every error class carries its own code (clients branch on it) and this is not a new kind of error.
+# Its text names the argument and the rule, never the path.
+PathRefused = InputError
 
 
 def refused(what: str, rule: str, reason: str, *, host: str | None, done: str, next_step: str) -> PathRefused:
