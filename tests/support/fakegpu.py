@@ -8,9 +8,13 @@ are generated per scenario. Labelled fakes, not mocks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import stat
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,3 +232,19 @@ def audit_facts(*, gpu: ProbeSection | None = None, gpus: list[Gpu] | None = Non
     if versions is not None:
         f.versions = versions
     return f
+
+
+@contextlib.contextmanager
+def device_node(path: Path) -> Iterator[Path]:
+    """A character device at `path` (a stand-in for /dev/nvidiaN that processes can hold open), removed
+    after; skips the test where creating one needs root."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("creating a device node needs root")
+    path.unlink(missing_ok=True)
+    subprocess.run(["mknod", str(path), "c", "1", "3"], check=True)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

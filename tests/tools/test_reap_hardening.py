@@ -26,7 +26,7 @@ from mcp_server.run.audit.probe import ProbeSection
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._bounded import MIN_CHARS, Bounded, bound_result, json_size
 from tests.conftest import error_text, structured
-from tests.support.fakegpu import audit_facts, capture, load_samples
+from tests.support.fakegpu import audit_facts, capture, device_node, load_samples
 from tests.support.sshd import Sshd
 from tests.support.wait import until_sync
 
@@ -39,12 +39,8 @@ HOSTILE_PIDS = 200_001
 
 @pytest.fixture
 def device() -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("creating a device node needs root")
-    DEVICE.unlink(missing_ok=True)
-    subprocess.run(["mknod", str(DEVICE), "c", "1", "3"], check=True)
-    yield DEVICE
-    DEVICE.unlink(missing_ok=True)
+    with device_node(DEVICE) as node:
+        yield node
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ differs is never signalled, and a token works once."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from mcp_server.run.audit.gpu_checks import CANDIDATE, CHILD, PARENTS_UNREAD, a8
 from mcp_server.run.audit.probe import ProbeSection, build_script, parse_sections
 from mcp_server.run.audit.reap import _judge
 from tests.conftest import error_text, make_ssh_host, structured
-from tests.support.fakegpu import audit_facts, load_samples
+from tests.support.fakegpu import audit_facts, device_node, load_samples
 from tests.support.wait import until_sync
 
 DEVICE = Path("/dev/nvidia97")
@@ -28,12 +27,8 @@ DEVICE = Path("/dev/nvidia97")
 
 @pytest.fixture
 def device() -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("creating a device node needs root")
-    DEVICE.unlink(missing_ok=True)
-    subprocess.run(["mknod", str(DEVICE), "c", "1", "3"], check=True)
-    yield DEVICE
-    DEVICE.unlink(missing_ok=True)
+    with device_node(DEVICE) as node:
+        yield node
 
 
 @pytest.fixture
