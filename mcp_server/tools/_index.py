@@ -15,6 +15,7 @@ TOOL_MODULES: dict[str, str] = {
     "wait_for_run": "lifecycle",
     "plot_run": "plots",
     "prepare_box": "prepare",
+    "preflight": "preflight",
     "run_probe": "probes",
     "reap_vram": "reap",
     "reconcile_evidence": "reconcile",
