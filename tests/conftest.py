@@ -127,6 +127,19 @@ def client() -> Caller:
     return Caller()
 
 
+def hints(annotations: Any) -> tuple[bool, bool, bool, bool]:
+    """A tool's (readOnly, destructive, idempotent, openWorld) hints as a client reads them: a hint
+    the server leaves out is the spec's default (false, true, false, true), and a read-only tool
+    destroys nothing (the spec gives destructiveHint meaning only when readOnlyHint is false)."""
+    def given(value: bool | None, default: bool) -> bool:
+        return default if value is None else value
+
+    a = annotations
+    read_only = given(a.read_only_hint, False)
+    return (read_only, given(a.destructive_hint, not read_only), given(a.idempotent_hint, False),
+            given(a.open_world_hint, True))
+
+
 def structured(result: Any) -> dict[str, Any]:
     assert not result.is_error, [getattr(c, "text", c) for c in result.content]
     payload: dict[str, Any] | None = result.structured_content

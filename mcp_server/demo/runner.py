@@ -88,9 +88,28 @@ async def push(d: Demo) -> None:
            "read-only on the box")
 
 
+async def preflight(d: Demo) -> None:
+    """Before the meter starts: the tiny script on this CPU, stopped and restarted by the drill."""
+    cmd = f"{sys.executable} train_tiny.py --seed 1 --out pf --steps 40 --save-every 5 --pace 0.03"
+    out = await d.call("preflight", {"host": "demo", "command": cmd, "code": d.code, "checkpoints": ["pf/ckpt/*.json"],
+                                     "planned_steps": 60, "grace_s": 2, "attempt_s": 30})
+    run_id = out["run_id"]
+    while not (await d.call("wait_for_run", {"host": "demo", "run_id": run_id, "timeout_s": 30}))["ended"]:
+        pass
+    out = await d.call("preflight", {"host": "demo", "run_id": run_id})
+    if out["verdict"] != "GO":
+        bad = [f["what"] for s in out["stages"] for f in s["findings"] if f["level"] in ("fail", "warn")]
+        raise DemoFailed(f"preflight: {out['verdict']}: " + "; ".join(bad)[:500])
+    drill = next(s for s in out["stages"] if s["stage"] == "drill")
+    resumed = [f["what"] for f in drill["findings"] if "resumed at step" in f["what"]]
+    d.step("preflight", f"GO: {out['seconds_per_step']:.3f} s/step on CPU; {len(resumed)} restarts resumed "
+           f"({resumed[0] if resumed else ''}); budget fits")
+
+
 async def launch(d: Demo) -> None:
     for seed in SEEDS:
-        cmd = f"{sys.executable} train_tiny.py --seed {seed} --out {d.out}/seed{seed}"
+        # checkpoints beside the results, not among them: a resume anchor is no result to pull
+        cmd = f"{sys.executable} train_tiny.py --seed {seed} --out {d.out}/seed{seed} --ckpt {d.base}/box/ckpt/s{seed}"
         out = await d.call("launch_detached", {"host": "demo", "name": f"tiny-s{seed}", "command": cmd,
                                                "code": d.code, "probe_s": 0, "output_root": str(d.out),
                                                "outputs": [f"seed{seed}/final.json"]})
@@ -197,6 +216,7 @@ async def run_demo(base: Path, say: Say, client: Any) -> int:
     try:
         await audit(d)
         await push(d)
+        await preflight(d)
         await launch(d)
         await wait(d)
         await curves(d)

@@ -31,12 +31,16 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a key shown in a field path; 
 
 T = TypeVar("T")
 # What a `host` argument takes, said once for every tool (it is in every tool's schema: keep it short).
-HOST_HELP = "local, an inventory name, ssh alias or user@host"
+HOST_HELP = "local, inventory name, ssh alias, user@host"
 
-# Presets, set honestly. openWorld: the tool talks to boxes outside this process.
+# Presets, set honestly. openWorld: the tool talks to boxes outside this process. A hint equal to
+# the spec's default (readOnly false, idempotent false, openWorld true) is left out: every session
+# sends the list, and a client reads a missing hint as its default. destructiveHint (default true)
+# is said for every tool that writes; the spec gives it no meaning for a read-only one.
 def _preset(*, read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent,
-                           open_world_hint=open_world)
+    return ToolAnnotations(read_only_hint=True if read_only else None,
+                           destructive_hint=None if read_only and not destructive else destructive,
+                           idempotent_hint=True if idempotent else None, open_world_hint=None if open_world else False)
 
 
 READ_ONLY = _preset(read_only=True, destructive=False, idempotent=True, open_world=True)

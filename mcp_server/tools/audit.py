@@ -40,7 +40,7 @@ CodeDirArg = Annotated[PathStr | None, Field(
 ExpectFilesArg = Annotated[dict[PathStr, IdStr] | None, Field(
     description="box path -> sha256 of your local copy (proves your change is deployed)", max_length=MAP_MAX)]
 OneJobArg = Annotated[bool, Field(
-    description="with `hosts`: they form one job; adds A21 (shared filesystem), A30 (fabric, MTU)")]
+    description="with `hosts`: one job; adds A21 (shared FS), A30 (fabric, MTU)")]
 SharedPathArg = Annotated[PathStr | None, Field(
     description="A21: the directory every box must share (default: durable root)",
     json_schema_extra={"x-rgt-path": "box"})]
@@ -105,7 +105,7 @@ def register(server: MCPServer) -> None:
         expect_files: ExpectFilesArg = None, host_key_policy: PolicyArg = None, one_job: OneJobArg = False,
         shared_path: SharedPathArg = None, detail: DetailArg = "problems",
     ) -> AuditBoxResult:
-        """Audit a GPU box before paying for a run: GPUs, health, zombie VRAM, disk bytes AND inodes, cgroup limits, env, survival tier.
+        """Audit a GPU box before paying: GPUs, health, zombie VRAM, disk bytes AND inodes, cgroup limits, env, survival tier.
 
         Each check returns PASS/WARN/FAIL/SKIP with the evidence it saw and a route (a
         references:// URI explaining it). Read-only apart from one probe file created and

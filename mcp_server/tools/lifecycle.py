@@ -20,7 +20,7 @@ from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, HOST_HELP, READ_ONL
 HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 RunIdArg = Annotated[IdStr, Field(description="run id from launch_detached or list_runs")]
 CancelIdArg = Annotated[IdStr, Field(
-    description="run id, or a Slurm sweep's queue_id (array-...) to stop all its cells")]
+    description="run id, or a Slurm sweep's queue_id (array-...): all its cells")]
 ReasonArg = Annotated[str | None, Field(
     description="why (kept in the run dir and the ledger)", max_length=500)]
 SignalFirstArg = Annotated[FirstSignal | None, Field(

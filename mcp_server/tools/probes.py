@@ -21,7 +21,7 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Probe a result", annotations=READ_ONLY)
     async def run_probe(
         ctx: Context,
-        inputs: Annotated[ProbeInputs, Field(description="the probe and its inputs (numbers inline, or "
+        inputs: Annotated[ProbeInputs, Field(description="probe + inputs (numbers inline, or "
                                              "`file: {path, host?}` on a box)")],
         host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         run_id: Annotated[str | None, Field(description="the run this finding is about (links it in the ledger)",

@@ -20,7 +20,7 @@ EvidenceArg = Annotated[PathStr, Field(
     description="EVIDENCE.json or its folder (document paths are relative to it)",
     json_schema_extra={"x-rgt-path": "box"})]
 DocumentsArg = Annotated[list[PathStr], Field(
-    description="files, folders (.md .tex .txt .csv in them) or globs, e.g. paper/**/*.tex",
+    description="files, folders (.md .tex .txt .csv) or globs, e.g. paper/**/*.tex",
     min_length=1, max_length=200, json_schema_extra={"x-rgt-path": "box"})]
 ModeArg = Annotated[Literal["precision", "strict"], Field(
     description="precision: 31.4 matches 31.42, 76.12% matches 0.7612; strict: exact")]

@@ -38,12 +38,12 @@ CommandArg = Annotated[CommandStr | None, Field(
 HostsArg = Annotated[list[HostStr] | None, Field(
     description="launch the same command on several boxes; one outcome each", max_length=32)]
 CommandsArg = Annotated[list[CommandStr] | None, Field(
-    description="several commands for ONE host, queued (Slurm: one job array); a run id each",
+    description="several commands for ONE host, queued (Slurm: a job array)",
     max_length=256)]
 MaxConcurrentArg = Annotated[int, Field(
     description="how many of `commands` run at once (Slurm: %K)", ge=1, le=64)]
 NameArg = Annotated[IdStr | None, Field(
-    description="run name (letters, digits . _ -); a live run of it is returned instead")]
+    description="run name (letters, digits . _ -); a live one is returned")]
 WorkdirArg = Annotated[PathStr | None, Field(
     description="absolute box directory to run in (default: the durable root)")]
 RerunArg = Annotated[IdStr | None, Field(
@@ -53,18 +53,18 @@ CodeArg = Annotated[IdStr | None, Field(
 EnvArg = Annotated[dict[IdStr, EnvValueStr] | None, Field(description="non-secret environment variables for the job",
                                                              max_length=MAP_MAX)]
 SecretEnvArg = Annotated[list[IdStr] | None, Field(
-    description="NAMES of server env variables passed to the job via stdin, never argv or files", max_length=MAP_MAX)]
+    description="NAMES of server env variables, sent via stdin only", max_length=MAP_MAX)]
 BackendArg = Annotated[Literal["shell", "tmux", "slurm"] | None, Field(
-    description="shell (setsid), tmux (attachable) or slurm (sbatch; the default on a slurm host)")]
+    description="shell (setsid), tmux (attachable) or slurm (sbatch; default on Slurm)")]
 LoginNodeArg = Annotated[str | None, Field(
     description="why a shell/tmux job must run on a Slurm login node (else refused)", max_length=500)]
 SlurmArg = Annotated[SlurmOptions | None, Field(
-    description="Slurm options: partition account qos constraint gpus gpu_request nodes ntasks_per_node "
+    description="partition account qos constraint gpus gpu_request nodes ntasks_per_node "
     "cpus_per_task mem time requeue warn_signal warn_s")]
 KubeArg = Annotated[KubeOptions | None, Field(
-    description="Kubernetes options: image namespace gpus cpu mem shm time_s pvc mount_path node_selector "
+    description="image namespace gpus cpu mem shm time_s pvc mount_path node_selector "
     "tolerations priority_class queue service_account ttl_s context")]
-AllowFallbackArg = Annotated[bool, Field(description="with backend=tmux, fall back to shell when tmux is missing")]
+AllowFallbackArg = Annotated[bool, Field(description="backend=tmux: use shell if tmux is missing")]
 ProbeArg = Annotated[float, Field(
     description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]
 RelaunchArg = Annotated[bool, Field(description="start again a name whose last run has finished")]
@@ -72,11 +72,11 @@ MinFreeGibArg = Annotated[float, Field(
     description="disk gate: refuse when the durable root has less free space", ge=0)]
 MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)]
 OutputsArg = Annotated[list[PatternStr] | None, Field(
-    description="files the run must produce (globs under output_root); verify and teardown check them",
+    description="globs under output_root the run must produce",
     max_length=256)]
 OutputRootArg = Annotated[PathStr | None, Field(description="where outputs live (default: output_dir)")]
 OnExitArg = Annotated[str | None, Field(
-    description="shell command run on the box when the run ends ($RGT_RUN_ID, $RGT_STATE)",
+    description="shell run on the box at the end ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
 SyncArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",

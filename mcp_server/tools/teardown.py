@@ -31,7 +31,7 @@ class Confirm(BaseModel):
 ACTION = "the profile's action: stop, terminate, destroy, manual, …"
 HOST = "the box's inventory name (with its instance_id and api_key_env)"
 TOKEN = "the token plan_teardown returned (that plan runs once)"
-ALLOW_UNVERIFIED = "the USER's explicit choice to tear down without a verified pull (recorded)"
+ALLOW_UNVERIFIED = "the USER's choice to tear down without a verified pull (recorded)"
 
 
 async def _kube_plan(app: App, spec: HostSpec, action: str, allow_unverified: bool) -> TeardownPlan:
@@ -102,8 +102,8 @@ def _register_plan(server: MCPServer) -> None:
         host: Annotated[HostStr, Field(description=HOST)] = "local",
         allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownPlan:
-        """Plan stopping the meter: what stops and keeps billing, what is lost, every gate, a token when ready. \
-Changes nothing on the box; show it to the user.
+        """Plan stopping the meter: what stops or keeps billing, what is lost, each gate, a token when ready. \
+Changes nothing; show it to the user.
 
         Gates (Iron Law): no live run on the box; every finished run covered by a passing
         verify_artifacts whose manifest covers its outputs; nothing written under a verified

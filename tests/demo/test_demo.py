@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-STEPS = ("audit_box", "push_code", "launch_detached", "wait_for_run", "plot_run", "verify_artifacts", "run_probe (mde)",
-         "reconcile_evidence", "teardown (plan)")
+STEPS = ("audit_box", "push_code", "preflight", "launch_detached", "wait_for_run", "plot_run", "verify_artifacts",
+         "run_probe (mde)", "reconcile_evidence", "teardown (plan)")
 
 
 def _demo(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -30,6 +30,7 @@ BASE: dict[str, dict[str, Any]] = {
     "reap_vram": {"host": "gpu1"},
     "reconcile_evidence": {"evidence": "/nonexistent/EVIDENCE.json", "documents": ["a.md"]},
     "launch_detached": {"host": "gpu1", "command": "true"},
+    "preflight": {"host": "gpu1", "command": "true"},
     "tail_logs": {"host": "gpu1", "run_id": "r"},
     "list_runs": {"host": "gpu1"},
     "aggregate_results": {"host": "gpu1", "cells": "sweep/*", "name": "n"},

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcp_server.ledger import Ledger
-from tests.conftest import error_text, structured
+from tests.conftest import error_text, hints, structured
 
 DOC = Path(__file__).resolve().parents[2] / "README.md"
 PROBE_IDS = {"control_diff", "trajectory", "seed_variance", "mde", "leakage", "collapse", "metric_sanity",
@@ -34,7 +34,7 @@ async def tool(client) -> object:  # type: ignore[no-untyped-def]
 
 async def test_run_probe_is_read_only_and_each_probe_has_its_own_exact_schema(client) -> None:  # type: ignore[no-untyped-def]
     t = await tool(client)
-    assert t.annotations.read_only_hint is True and t.annotations.destructive_hint is False  # type: ignore[attr-defined]
+    assert hints(t.annotations)[:2] == (True, False)
     published = t.input_schema["properties"]["inputs"]  # type: ignore[attr-defined]
     assert set(published["properties"]["probe"]["enum"]) == PROBE_IDS  # tools/list: each probe named once
     async with client.session() as c:

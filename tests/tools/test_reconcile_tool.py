@@ -11,7 +11,7 @@ import pytest
 
 from mcp_server.__main__ import main
 from mcp_server.ledger import Ledger
-from tests.conftest import error_text, structured
+from tests.conftest import error_text, hints, structured
 from tests.fixtures.deliver import flat_corpus
 from tests.fixtures.deliver.project import Project
 
@@ -88,8 +88,7 @@ async def test_render_returns_the_generated_files_and_writes_them_when_asked(cli
 async def test_the_tool_is_not_destructive_and_says_it_may_write(client: Any) -> None:
     async with client.session() as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    a = tools["reconcile_evidence"].annotations
-    assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint) == (False, False, True)
+    assert hints(tools["reconcile_evidence"].annotations)[:3] == (False, False, True)
 
 
 async def test_an_unknown_host_is_a_tool_error_that_says_so(client: Any, tmp_path: Path) -> None:

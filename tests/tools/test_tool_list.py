@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import hints
+
 EXPECTED = {
     # name: (read_only, destructive, idempotent, open_world)
     "audit_box": (True, False, True, True),
@@ -24,6 +26,7 @@ EXPECTED = {
     "push_code": (False, False, True, True),  # the same tree again sends nothing and changes nothing
     "prune_code": (False, True, False, True),  # a token deletes exactly the planned snapshots, once
     "fetch_data": (False, False, False, True),  # starts a download job (a live one of the name is returned)
+    "preflight": (False, False, False, True),  # starts a drill run each call
 }
 
 
@@ -32,8 +35,7 @@ async def test_the_tool_list_and_its_annotations(client) -> None:
         tools = {t.name: t for t in (await c.list_tools()).tools}
     assert set(EXPECTED) == set(tools), "every tool's annotations are asserted here"
     for name, (ro, de, idem, ow) in EXPECTED.items():
-        a = tools[name].annotations
-        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (ro, de, idem, ow), name
+        assert hints(tools[name].annotations) == (ro, de, idem, ow), name
     destructive = [n for n, t in tools.items() if t.annotations and t.annotations.destructive_hint]
     assert sorted(destructive) == ["cancel_run", "prune_code", "reap_vram", "teardown"]
 

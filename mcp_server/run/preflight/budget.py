@@ -98,29 +98,35 @@ def budget(d: Drill, planned: float | None, target: Target | None) -> tuple[Budg
                              f"{out.peak_inodes} inodes over {planned:g} steps; no target to compare with",
                              evidence=ev, fix="give budget_host (a box in the inventory) to compare", route=ROUTE))
         return out, stage("budget", found)
+    return out, stage("budget", found + [_compare(out, target, keep, transient, other_b, ev)])
+
+
+def _compare(out: Budget, target: Target, keep: int | None, transient: int, other_b: float,
+             ev: list[str]) -> Finding:
+    """The projection against the target's free bytes and inodes."""
+    assert out.peak_bytes is not None and out.peak_inodes is not None and out.save_every and out.planned_steps
+    unit, files, every, planned = out.checkpoint_bytes or 0, out.checkpoint_files or 1, out.save_every, \
+        out.planned_steps
     out.target, out.free_bytes, out.free_inodes = target.what, target.free_bytes, target.free_inodes
     ev.append(f"target {target.what}: {_gib(target.free_bytes)} free, {target.free_inodes} inodes free")
     over_b = target.free_bytes is not None and out.peak_bytes > target.free_bytes
     over_i = target.free_inodes is not None and out.peak_inodes > target.free_inodes
     if over_b or over_i:
         fill = _fill_step(unit, every, keep, transient, other_b, float(target.free_bytes or 0), planned) if over_b \
-            else _fill_step(files + 1, every, keep, transient, other_i, float(target.free_inodes or 0), planned)
+            else _fill_step(files + 1, every, keep, transient, 0.0, float(target.free_inodes or 0), planned)
         out.fills_at_step = fill
-        what = "bytes" if over_b else "inodes"
         change = ["keep only the newest 2-3 checkpoints (save_top_k / save_total_limit / delete older on save)"] \
             if keep is None else []
         change += ["save less often", "put checkpoints on a bigger durable tier"]
-        found.append(Finding(level="fail", what=f"fills the target's {what} at about step {_g(fill)} of {planned:g}: "
-                             f"projected peak {_gib(out.peak_bytes)}, {out.peak_inodes} inodes",
-                             evidence=ev, fix="; ".join(change), route=ROUTE))
-    elif (target.free_bytes and out.peak_bytes > WARN_SHARE * target.free_bytes) or (
+        return Finding(level="fail", what=f"fills the target's {'bytes' if over_b else 'inodes'} at about step "
+                       f"{_g(fill)} of {planned:g}: projected peak {_gib(out.peak_bytes)}, {out.peak_inodes} inodes",
+                       evidence=ev, fix="; ".join(change), route=ROUTE)
+    if (target.free_bytes and out.peak_bytes > WARN_SHARE * target.free_bytes) or (
             target.free_inodes and out.peak_inodes > WARN_SHARE * target.free_inodes):
-        found.append(Finding(level="warn", what=f"fits, but the projected peak {_gib(out.peak_bytes)} is over "
-                             f"{WARN_SHARE:.0%} of the free space", evidence=ev, route=ROUTE))
-    else:
-        found.append(Finding(level="pass", what=f"fits: projected peak {_gib(out.peak_bytes)}, {out.peak_inodes} "
-                             f"inodes over {planned:g} steps", evidence=ev))
-    return out, stage("budget", found)
+        return Finding(level="warn", what=f"fits, but the projected peak {_gib(out.peak_bytes)} is over "
+                       f"{WARN_SHARE:.0%} of the free space", evidence=ev, route=ROUTE)
+    return Finding(level="pass", what=f"fits: projected peak {_gib(out.peak_bytes)}, {out.peak_inodes} inodes over "
+                   f"{planned:g} steps", evidence=ev)
 
 
 def _gib(n: int | None) -> str:

@@ -301,6 +301,41 @@ class Drill:
                 shutil.copy2(src, target)
             self.after_kill.append(rel)
 
+    def follow(self, proc: subprocess.Popen[bytes], a: dict[str, Any]) -> None:
+        """Watch one attempt until it ends or its purpose says stop: the smoke after two saves and
+        half an interval, the drill at the first write of a save, any attempt at its time limit."""
+        n, purpose = a["n"], a["purpose"]
+        limit = min(time.monotonic() + float(self.spec.get("attempt_s", 120)), self.deadline)
+        saves: list[float] = []
+        last_write = 0.0
+        sizes = {rel: u[1] for rel, u in self.watch.seen.items()}
+        while running(proc):
+            time.sleep(POLL_S)
+            writing = [e for e in self.watch.poll(n) if e[2] != "remove"]
+            if time.monotonic() > limit:
+                self.stop(proc, a, "time limit")
+                return
+            if purpose == "drill" and writing:
+                a["signals"].append(["KILL", now()])
+                a["mid_save_kill"] = {"during_write": any(e[2] == "change" or e[7] == 1 for e in writing),
+                                      "touched": sorted({e[3] for e in writing}), "t": now()}
+                say(f"attempt {n}: a save is under way: SIGKILL")
+                self.kill(proc)
+                proc.wait()
+                self.copy_aside(sorted({e[3] for e in writing if e[7] == 0} | set(self.newest())))
+                return
+            finals = [e for e in writing if e[7] == 0]
+            # A save begins with a name appearing or replaced, a file cut short to be rewritten, or
+            # a write after a pause; growth in place continues one.
+            if any(e[2] != "change" or e[5] < sizes.get(e[3], 0) for e in finals) or (
+                    finals and finals[0][0] - last_write > SAVE_GAP):
+                saves.append(finals[0][0])
+            sizes.update({e[3]: e[5] for e in finals})
+            last_write = finals[-1][0] if finals else last_write
+            if purpose == "smoke" and len(saves) >= 2 and now() - saves[-1] >= 0.5 * (saves[-1] - saves[-2]):
+                self.stop(proc, a, "two saves seen")
+                return
+
     def attempt(self, n: int, purpose: str) -> dict[str, Any]:
         a: dict[str, Any] = {"n": n, "purpose": purpose, "started": now(), "signals": [], "escalated": False,
              "exit_code": None, "stop_reason": None, "mid_save_kill": None, "tree_start": tree_size(self.cwd)[:2]}
@@ -316,39 +351,7 @@ class Drill:
                    Reader(proc.stderr, os.path.join(self.out, f"a{n}.err"))]
         for r in readers:
             r.start()
-        limit = min(time.monotonic() + float(self.spec.get("attempt_s", 120)), self.deadline)
-        saves: list[float] = []
-        last_write = 0.0
-        sizes = {rel: u[1] for rel, u in self.watch.seen.items()}
-        while running(proc):
-            time.sleep(POLL_S)
-            events = self.watch.poll(n)
-            writing = [e for e in events if e[2] != "remove"]
-            if time.monotonic() > limit:
-                self.stop(proc, a, "time limit")
-                break
-            if purpose == "drill" and writing:
-                a["signals"].append(["KILL", now()])
-                a["mid_save_kill"] = {"during_write": any(e[2] == "change" or e[7] == 1 for e in writing),
-                                      "touched": sorted({e[3] for e in writing}), "t": now()}
-                say(f"attempt {n}: a save is under way: SIGKILL")
-                self.kill(proc)
-                proc.wait()
-                self.copy_aside(sorted({e[3] for e in writing if e[7] == 0} | set(self.newest())))
-                break
-            finals = [e for e in writing if e[7] == 0]
-            # A save begins with a name appearing or replaced, a file cut short to be rewritten, or
-            # a write after a pause; growth in place continues one.
-            fresh = any(e[2] != "change" or e[5] < sizes.get(e[3], 0) for e in finals) or (
-                finals and finals[0][0] - last_write > SAVE_GAP)
-            sizes.update({e[3]: e[5] for e in finals})
-            if purpose == "smoke" and fresh:
-                saves.append(finals[0][0])
-            if finals:
-                last_write = finals[-1][0]
-            if purpose == "smoke" and len(saves) >= 2 and now() - saves[-1] >= 0.5 * (saves[-1] - saves[-2]):
-                self.stop(proc, a, "two saves seen")
-                break
+        self.follow(proc, a)
         proc.wait()
         for r in readers:
             r.join(timeout=3)

@@ -249,22 +249,28 @@ def _resume(d: Drill, n: int, interrupted: float | None) -> list[Finding]:
                         f"{_g(cx)} was saved (a stale file loaded, e.g. newest picked by name or by epoch)",
                         evidence=ev, fix="pick the checkpoint with the highest step read from inside it (or a "
                         "numeric sort of the names), never a string sort or the highest epoch", route=STALE)]
-    found = [Finding(level="pass", what=f"attempt {n} resumed at step {_g(x0)} after the checkpoint at step "
-                     f"{_g(cx)}", evidence=ev)]
-    before = _loss_at(d, x0, n)
+    return _continuity(d, n, pts, ev, Finding(level="pass", what=f"attempt {n} resumed at step {_g(x0)} after the "
+                                              f"checkpoint at step {_g(cx)}", evidence=ev))
+
+
+def _continuity(d: Drill, n: int, pts: list[Point], ev: list[str], resumed: Finding) -> list[Finding]:
+    """The loss where attempt n resumed against what an earlier attempt logged at that step."""
+    fw, first, x0 = d.framework, finite(d.points(1)), pts[0].x
+    before = _loss_at(d, x0, n) if x0 is not None else None
     noise = _noise(first)
     span = abs(first[0].loss - (before if before is not None else first[-1].loss))
-    if before is not None and span > 3 * noise:
-        jump = abs(pts[0].loss - before)
-        if abs(pts[0].loss - first[0].loss) < 0.25 * span:
-            found = [Finding(level="fail", what=f"the step continued but the loss went back to its start "
-                             f"({pts[0].loss:.4g}, was {before:.4g} at step {_g(x0)} before the kill): the weights "
-                             "were not restored", evidence=ev, fix=fw.load_fix if fw else None, route=FULL_STATE)]
-        elif jump > 0.25 * span and jump > 3 * noise:
-            found.append(Finding(level="warn", what=f"the loss jumps at the resume ({before:.4g} -> {pts[0].loss:.4g} "
-                                 f"at step {_g(x0)}): optimizer, scheduler or RNG state may not be restored",
-                                 evidence=ev, route=FULL_STATE))
-    return found
+    if before is None or span <= 3 * noise:
+        return [resumed]
+    jump = abs(pts[0].loss - before)
+    if abs(pts[0].loss - first[0].loss) < 0.25 * span:
+        return [Finding(level="fail", what=f"the step continued but the loss went back to its start "
+                        f"({pts[0].loss:.4g}, was {before:.4g} at step {_g(x0)} before the kill): the weights "
+                        "were not restored", evidence=ev, fix=fw.load_fix if fw else None, route=FULL_STATE)]
+    if jump > 0.25 * span and jump > 3 * noise:
+        return [resumed, Finding(level="warn", what=f"the loss jumps at the resume ({before:.4g} -> "
+                                 f"{pts[0].loss:.4g} at step {_g(x0)}): optimizer, scheduler or RNG state may not "
+                                 "be restored", evidence=ev, route=FULL_STATE)]
+    return [resumed]
 
 
 def drill(d: Drill) -> Stage:

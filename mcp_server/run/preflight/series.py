@@ -13,19 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcp_server import untrusted
-from mcp_server.run.jobs.metrics import X_KEYS, goal_of
-
-try:  # TEMPORARY until metrics.iter_records lands
-    from mcp_server.run.jobs.metrics import iter_records  # type: ignore[attr-defined]
-except ImportError:
-    from mcp_server.run.jobs import metrics as _m
-
-    def iter_records(text):  # type: ignore[no-untyped-def]
-        for i, line in enumerate(text.splitlines()):
-            s = line.strip()
-            r = (_m._json_record(s) if s.startswith("{") else None) or _m._line_record(s) if s else None
-            if r:
-                yield i, r
+from mcp_server.run.jobs.metrics import X_KEYS, goal_of, iter_records
 
 Stream = Literal["stdout", "stderr"]
 

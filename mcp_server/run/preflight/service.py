@@ -24,6 +24,8 @@ from mcp_server.hosts.files import list_files, read_bytes, write_file
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.limits import COMMAND_MAX
+from mcp_server.paths.policy import anywhere, check_paths, confine
+from mcp_server.paths.refusal import PathRefused
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.onbox import job_script
@@ -32,7 +34,7 @@ from mcp_server.run.jobs.status import RunState, parse_state
 from mcp_server.run.preflight import hints
 from mcp_server.run.preflight.budget import Target, budget
 from mcp_server.run.preflight.judge import Drill, judge, seconds_per_step
-from mcp_server.run.preflight.models import Finding, PreflightResult, stage, verdict_of
+from mcp_server.run.preflight.models import Budget, Finding, PreflightResult, Stage, stage, verdict_of
 from mcp_server.run.preflight.series import AttemptOutput, line_times, points_of
 from mcp_server.run.preflight.timeline import Event, events_of, present_at
 from mcp_server.verify.artifacts.checks import FileVerdict, check_file
@@ -61,8 +63,6 @@ class PreflightRequest(BaseModel):
     signal: str = "TERM"
     grace_s: float = Field(default=10.0, ge=0.5, le=120)
     attempt_s: float = Field(default=120.0, ge=5, le=1800)
-    cpu: bool = True
-    tracker_off: bool = True
 
 
 def drill_source() -> bytes:
@@ -70,8 +70,7 @@ def drill_source() -> bytes:
 
 
 def drill_spec(req: PreflightRequest) -> dict[str, Any]:
-    env = {"PYTHONUNBUFFERED": "1", **(CPU_ENV if req.cpu else {}), **(TRACKER_OFF_ENV if req.tracker_off else {}),
-           **req.env}
+    env = {"PYTHONUNBUFFERED": "1", **CPU_ENV, **TRACKER_OFF_ENV, **req.env}
     return {"command": req.command, "env": env, "checkpoints": req.checkpoints, "signal": req.signal,
             "grace_s": req.grace_s, "attempt_s": req.attempt_s, "steps": req.steps, "metric": req.metric,
             "planned_steps": req.planned_steps, "budget_host": req.budget_host, "budget_gib": req.budget_gib,
@@ -93,6 +92,10 @@ async def start(host: Host, spec: HostSpec, req: PreflightRequest, *, ledger: Le
                 redactor: Redactor) -> LaunchResult:
     for p in req.checkpoints:
         check_pattern(p)
+    if req.workdir:  # the drill's checkpoints there are read back for their content check
+        req = req.model_copy(update={"workdir": await confine(
+            host, "read", req.workdir, anywhere(host, "the folders preflight may read"), what="workdir",
+            done="nothing was started")})
     source = drill_source()
     path = f"{spec.durable_root}/.rgt/preflight/drill-{hashlib.sha256(source).hexdigest()[:16]}.py"
     await write_file(host, path, source)
@@ -131,7 +134,9 @@ def _safe_rel(rel: str) -> bool:
 
 
 async def _check(host: Host, root: str, rels: list[str], events: dict[str, Event]) -> list[FileVerdict]:
-    """Pull each checkpoint (a folder's files one by one) and check its content, bounded."""
+    """Pull each checkpoint (a folder's files one by one) and check its content, bounded. The
+    paths come from the drill's record, which the job could have rewritten: each goes through
+    the path policy before it is read."""
     out: list[FileVerdict] = []
     budget_left = CHECK_MAX
     with tempfile.TemporaryDirectory(prefix="rgt-preflight-") as tmp:
@@ -140,8 +145,12 @@ async def _check(host: Host, root: str, rels: list[str], events: dict[str, Event
                 continue
             base = f"{root}/{rel}"
             ev = events.get(rel)
-            paths = await list_files(host, base, "*", max_files=200) if ev and ev.is_dir else [base]
-            for path in paths:
+            listed = await list_files(host, base, "*", max_files=200) if ev and ev.is_dir else [base]
+            allowed = await check_paths(host, "read", listed, anywhere(host, "the drill's checkpoints"),
+                                        what="checkpoint", done="it was not checked")
+            for path in listed:
+                if isinstance(allowed[listed.index(path)], PathRefused):
+                    continue
                 sub = path[len(root) + 1:]
                 st = await host.stat(path)
                 if st is None or st.size > budget_left:
@@ -172,10 +181,24 @@ async def _target(app_host: Host, spec: HostSpec, gib: float | None) -> Target:
 Resolve = Callable[[str], Awaitable[tuple[Host, HostSpec]]]
 
 
-async def report(host: Host, spec: HostSpec, run_id: str, resolve: Resolve, *, planned_steps: float | None = None,
-                 budget_host: str | None = None, budget_gib: float | None = None) -> PreflightResult:
-    """The verdict on a drill (or where it stands while it runs); planned_steps and the target
-    given here override what the start was given."""
+def _drill(record: dict[str, Any], files: dict[str, bytes], req: PreflightRequest) -> Drill:
+    """The record and the attempts' outputs, parsed: the series attempt 1 carries is followed in all."""
+    attempts = [a for a in record.get("attempts", []) if isinstance(a, dict) and isinstance(a.get("n"), int)]
+    record["attempts"] = attempts
+    record["grace_s"] = req.grace_s
+    outputs = {a["n"]: _output(a["n"], files, a) for a in attempts}
+    if 1 in outputs:
+        points_of(outputs[1], req.metric)
+        for n, o in outputs.items():
+            if n != 1:
+                points_of(o, req.metric, outputs[1].stream, outputs[1].key)
+    events = events_of(record.get("events"))
+    alltext = "\n".join(o.out for o in outputs.values())
+    return Drill(record=record, outputs=outputs, events=events, steps=req.steps, signal=req.signal,
+                 framework=hints.detect(events, alltext, req.command))
+
+
+async def _read(host: Host, spec: HostSpec, run_id: str) -> tuple[str, dict[str, bytes], RunState | None]:
     run_dir = run_dir_path(spec.durable_root, check_run_id(run_id))
     nonce = _secrets.token_hex(8)
     res = await host.run(job_script("preflight_read", path_word(run_dir, "run dir"), quote(str(FILE_WINDOW)),
@@ -185,7 +208,14 @@ async def report(host: Host, spec: HostSpec, run_id: str, resolve: Resolve, *, p
                             next_step="start one with preflight(command=...)")
     head, files = _sections(res.stdout, nonce)
     line = next((ln[6:] for ln in head.splitlines() if ln.startswith("state=")), None)
-    state = parse_state(line) if line else None
+    return head, files, parse_state(line) if line else None
+
+
+async def report(host: Host, spec: HostSpec, run_id: str, resolve: Resolve, *, planned_steps: float | None = None,
+                 budget_host: str | None = None, budget_gib: float | None = None) -> PreflightResult:
+    """The verdict on a drill (or where it stands while it runs); planned_steps and the target
+    given here override what the start was given."""
+    head, files, state = await _read(host, spec, run_id)
     try:
         record = json.loads(files.get("drill.json", b"") or b"{}")
     except ValueError:
@@ -200,34 +230,25 @@ async def report(host: Host, spec: HostSpec, run_id: str, resolve: Resolve, *, p
                          next_step="give the run_id preflight returned")
     req = recorded(record)
     req.planned_steps = planned_steps or req.planned_steps
-    req.budget_host, req.budget_gib = (budget_host, budget_gib) if budget_host or budget_gib else \
-        (req.budget_host, req.budget_gib)
-    attempts = [a for a in record.get("attempts", []) if isinstance(a, dict) and isinstance(a.get("n"), int)]
-    record["attempts"] = attempts
-    record["grace_s"] = req.grace_s
-    outputs = {a["n"]: _output(a["n"], files, a) for a in attempts}
-    if 1 in outputs:
-        points_of(outputs[1], req.metric)
-        for n, o in outputs.items():
-            if n != 1:
-                points_of(o, req.metric, outputs[1].stream, outputs[1].key)
-    events = events_of(record.get("events"))
-    alltext = "\n".join(o.out for o in outputs.values())
-    d = Drill(record=record, outputs=outputs, events=events, steps=req.steps, signal=req.signal,
-              framework=hints.detect(events, alltext, req.command))
+    if budget_host or budget_gib:
+        req.budget_host, req.budget_gib = budget_host, budget_gib
+    d = _drill(record, files, req)
     if not record.get("done"):
-        return _running(spec, run_id, state, judge(d)[:1] if attempts[1:] else [])
+        return _running(spec, run_id, state, judge(d)[:1] if len(d.outputs) > 1 else [])
+    events = {e.path: e for e in d.events}
+    newest = sorted(present_at(d.events, float("inf")).values(), key=lambda e: e.t)[-1:]
     cwd = str(record.get("cwd") or "")
-    newest = sorted(present_at(events, float("inf")).values(), key=lambda e: e.t)[-1:]
-    d.verdicts = await _check(host, cwd, [e.path for e in newest], {e.path: e for e in events}) if cwd else []
+    d.verdicts = await _check(host, cwd, [e.path for e in newest], events) if cwd else []
     kept = [str(r) for r in record.get("after_kill", []) if isinstance(r, str)]
-    d.after_kill = await _check(host, f"{run_dir}/preflight/after_kill", kept, {e.path: e for e in events})
-    stages = judge(d)
+    d.after_kill = await _check(host, f"{run_dir_path(spec.durable_root, run_id)}/preflight/after_kill", kept, events)
     thost, tspec = await resolve(req.budget_host) if req.budget_host else (host, spec)
-    target = await _target(thost, tspec, req.budget_gib)
-    plan, budget_stage = budget(d, req.planned_steps, target)
-    stages.append(budget_stage)
-    out1 = outputs.get(1)
+    plan, budget_stage = budget(d, req.planned_steps, await _target(thost, tspec, req.budget_gib))
+    return _done(spec, run_id, state, d, judge(d) + [budget_stage], plan)
+
+
+def _done(spec: HostSpec, run_id: str, state: RunState | None, d: Drill, stages: list[Stage],
+          plan: Budget) -> PreflightResult:
+    out1 = d.outputs.get(1)
     verdict = verdict_of(stages)
     return PreflightResult(
         host=spec.name, run_id=run_id, status="done", verdict=verdict, stages=stages,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Caller, Env, structured
+from tests.conftest import Caller, Env, hints, structured
 
 
 @pytest.fixture
@@ -39,6 +39,6 @@ async def test_two_identical_unnamed_launches_start_two_runs_and_the_tool_says_i
     running = {r["run_id"] for r in listed if r["status"] == "running"}
     assert {first["run_id"], second["run_id"]} <= running
     assert len(list((local_box / ".rgt" / "runs").iterdir())) == 2
-    hints = tools["launch_detached"].annotations
-    assert hints is not None and hints.read_only_hint is False
-    assert not hints.idempotent_hint, "a repeated unnamed launch is a second job, so never idempotent"
+    read_only, _, idempotent, _ = hints(tools["launch_detached"].annotations)
+    assert read_only is False
+    assert not idempotent, "a repeated unnamed launch is a second job, so never idempotent"
