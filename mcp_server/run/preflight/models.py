@@ -35,6 +35,13 @@ def stage(name: StageName, findings: list[Finding]) -> Stage:
     return Stage(stage=name, result=worst, findings=findings)
 
 
+def why_of(stages: list[Stage]) -> list[str]:
+    """The findings that decide the verdict, fails first, as `stage LEVEL: what (fix)`."""
+    rows = [(f.level, f"{s.stage} {f.level.upper()}: {f.what}" + (f" (fix: {f.fix})" if f.fix else ""))
+            for s in stages for f in s.findings if f.level in ("fail", "warn")]
+    return [text for level, text in sorted(rows, key=lambda r: r[0] != "fail")]
+
+
 def verdict_of(stages: list[Stage]) -> Verdict:
     levels = {s.result for s in stages}
     if "fail" in levels:
@@ -61,6 +68,7 @@ class PreflightResult(BaseModel):
     run_id: str
     status: Literal["running", "done"]
     verdict: Verdict | None = Field(description="GO, GO with warnings or NO-GO; null while the drill runs")
+    why: list[str] = Field(default_factory=list, description="each failing, then each warning finding, one line")
     stages: list[Stage]
     seconds_per_step: float | None = Field(default=None, description="measured in the smoke, on this host's CPU")
     series: str | None = Field(default=None, description="the loss series the drill followed, and its stream")

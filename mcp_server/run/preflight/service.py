@@ -34,7 +34,7 @@ from mcp_server.run.jobs.status import RunState, parse_state
 from mcp_server.run.preflight import hints
 from mcp_server.run.preflight.budget import Target, budget
 from mcp_server.run.preflight.judge import Drill, judge, seconds_per_step
-from mcp_server.run.preflight.models import Budget, Finding, PreflightResult, Stage, stage, verdict_of
+from mcp_server.run.preflight.models import Budget, Finding, PreflightResult, Stage, stage, verdict_of, why_of
 from mcp_server.run.preflight.series import AttemptOutput, line_times, points_of
 from mcp_server.run.preflight.timeline import Event, events_of, present_at
 from mcp_server.verify.artifacts.checks import FileVerdict, check_file
@@ -181,6 +181,18 @@ async def _target(app_host: Host, spec: HostSpec, gib: float | None) -> Target:
 Resolve = Callable[[str], Awaitable[tuple[Host, HostSpec]]]
 
 
+def _cleaned(obj: Any) -> Any:
+    """The record with every string cleaned as box text: the job may have named files, or rewritten
+    the record, to put escape sequences into a finding's evidence."""
+    if isinstance(obj, str):
+        return untrusted.clean(obj)
+    if isinstance(obj, list):
+        return [_cleaned(v) for v in obj]
+    if isinstance(obj, dict):
+        return {untrusted.clean(str(k)): _cleaned(v) for k, v in obj.items()}
+    return obj
+
+
 def _drill(record: dict[str, Any], files: dict[str, bytes], req: PreflightRequest) -> Drill:
     """The record and the attempts' outputs, parsed: the series attempt 1 carries is followed in all."""
     attempts = [a for a in record.get("attempts", []) if isinstance(a, dict) and isinstance(a.get("n"), int)]
@@ -217,8 +229,8 @@ async def report(host: Host, spec: HostSpec, run_id: str, resolve: Resolve, *, p
     given here override what the start was given."""
     head, files, state = await _read(host, spec, run_id)
     try:
-        record = json.loads(files.get("drill.json", b"") or b"{}")
-    except ValueError:
+        record = _cleaned(json.loads(files.get("drill.json", b"") or b"{}"))
+    except (ValueError, RecursionError):
         record = {}
     if not isinstance(record, dict) or "attempts" not in record:
         if state is not None and state.status in ("running", "queued"):
@@ -251,7 +263,7 @@ def _done(spec: HostSpec, run_id: str, state: RunState | None, d: Drill, stages:
     out1 = d.outputs.get(1)
     verdict = verdict_of(stages)
     return PreflightResult(
-        host=spec.name, run_id=run_id, status="done", verdict=verdict, stages=stages,
+        host=spec.name, run_id=run_id, status="done", verdict=verdict, why=why_of(stages), stages=stages,
         seconds_per_step=seconds_per_step(d), series=f"{out1.key} on {out1.stream}" if out1 and out1.key else None,
         framework=d.framework.name if d.framework else None, budget=plan, state=state,
         next_step="GO: rent the box and launch_detached the same command with the real config" if verdict == "GO"
@@ -273,5 +285,7 @@ def not_started(spec: HostSpec, run_id: str, state: RunState | None, log: list[s
     why = Finding(level="fail", what="the drill did not start on this box: no record was written",
                   evidence=[ln[:240] for ln in log], fix="read the run's log (tail_logs); the drill needs python3 "
                   "(3.8+) on the box's PATH and the workdir to exist")
+    stages = [stage("smoke", [why])]
     return PreflightResult(host=spec.name, run_id=run_id, status="done", verdict="NO-GO", state=state,
-                           stages=[stage("smoke", [why])], next_step="fix what the log says, then run preflight again")
+                           why=why_of(stages), stages=stages,
+                           next_step="fix what the log says, then run preflight again")
