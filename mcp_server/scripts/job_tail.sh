@@ -14,6 +14,8 @@ if [ -n "$run" ]; then
   st=$(rgt_state "$run"); printf 'state=%s\n' "$(printf %s "$st" | tr '\t' '|')"
   case "$st" in gone*) rgt_lost_facts "$run";; esac
   printf 'runjson=%s\n' "$(head -c 65536 "$run/run.json" 2>/dev/null | base64 | tr -d '\n')"
+  # what an on-box patrol watching this run last wrote (nothing when none watches it)
+  [ -f "$run/patrol.json" ] && printf 'patrol=%s\n' "$(head -c 65536 "$run/patrol.json" | base64 | tr -d '\n')"
 fi
 # The path policy (path_policy.sh, ahead of this script): the log is read by its resolved path,
 # which must lie under one of the roots, off the deny list and, for a bare path, outside the

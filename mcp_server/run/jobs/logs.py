@@ -23,6 +23,7 @@ from mcp_server.paths.policy import Scope, box_scope
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES, own_state
 from mcp_server.run.jobs.onbox import job_script
+from mcp_server.run.jobs.patrol_note import PatrolNote, read_note
 from mcp_server.run.jobs.rundir import RunRecordSummary, check_run_id, run_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
 from mcp_server.run.jobs.status import ENDED, FINISHED, STATE_FUNCS, RunState, lost_evidence, parse_state
@@ -57,6 +58,7 @@ class TailResult(BaseModel):
     signatures: list[SignatureHit]
     read_under: str | None = Field(default=None, description="the host's log_roots entry that alone allowed this "
                                    "read (recorded in the ledger)")
+    patrol: PatrolNote | None = Field(default=None, description="what an on-box patrol watching the run last wrote")
 
 
 def utf8_safe_len(data: bytes) -> int:
@@ -245,4 +247,5 @@ def _result(spec: HostSpec, run_id: str | None, path: str, kv: dict[str, str], r
         seconds_since_write=age, stall_warning=stall, progress=progress_hint(scan_text),
         signatures=sorted(hits.values(), key=lambda h: h.line_no or 0),
         read_under=spec.widening(readable_roots(spec), int(kv["under"]) if kv.get("under", "").isdigit() else None),
+        patrol=read_note(kv.get("patrol", "")),
     )

@@ -16,6 +16,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.logs import TailResult, tail_logs
+from mcp_server.run.jobs.patrol_note import PatrolNote
 from mcp_server.run.jobs.signatures import SignatureHit
 from mcp_server.run.jobs.status import ENDED, RunState
 
@@ -42,6 +43,7 @@ class WaitResult(BaseModel):
     last_line: str | None = Field(description="the log's last line (secrets redacted)")
     log_offset: int = Field(description="the log's size now: tail_logs(offset=this) reads what comes next")
     signatures: list[SignatureHit] = Field(description="failure signatures in the log's tail")
+    patrol: PatrolNote | None = Field(default=None, description="what an on-box patrol watching the run last wrote")
     message: str
 
 
@@ -91,5 +93,5 @@ async def wait_on(host: str, run_id: str, poll: Callable[[], Awaitable[TailResul
         tail, polls = await poll(), polls + 1
     return WaitResult(host=host, run_id=run_id, ended=ended, changed=changed, state=state,
                       status_at_start=initial.status, waited_s=round(waited, 2), polls=polls,
-                      last_line=_last_line(tail), log_offset=tail.size, signatures=tail.signatures,
+                      last_line=_last_line(tail), log_offset=tail.size, signatures=tail.signatures, patrol=tail.patrol,
                       message=wait_message(ended, changed, state, waited))
