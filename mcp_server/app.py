@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from mcp_server.hosts.base import Host
+from mcp_server.hosts.notify_channels import box_channels
 from mcp_server.hosts.pool import HostPool, HostSpec
 from mcp_server.knowledge import profiles
 from mcp_server.ledger import Ledger
@@ -57,11 +58,12 @@ class App:
     def _learn_secrets(self, ledger: Ledger) -> None:
         """Mask from the start every secret this server may meet: the values of the variables
         earlier launches named (a fresh server reading an old run's log by path) and of every
-        platform API key variable the profiles and the inventory name."""
+        platform API key variable the profiles and the inventory name, and every notification secret."""
         names = {n for ev in ledger.events("launch", limit=10_000) for n in ev.data.get("secret_env_names") or []
                  if isinstance(n, str)}
         names |= {p.api.api_key_env for p in profiles().values() if p.api and p.api.api_key_env}
         names |= {e.api_key_env for e in self.pool.inventory.hosts.values() if e.api_key_env}
+        names |= set(box_channels(self.pool.inventory.channels)[1])  # webhook URLs, bot tokens, SMTP passwords
         for n in names:
             if n in os.environ:
                 self.redactor.add(os.environ[n])

@@ -13,6 +13,7 @@ from mcp_server.errors import ConfigError
 from mcp_server.hosts.commands import check_path
 from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.kube_options import KubeOptions
+from mcp_server.hosts.notify_channels import Channel, load_channels
 from mcp_server.hosts.slurm_options import SlurmOptions
 
 _SECRETISH = re.compile(r"(secret|token|password|passwd|api_key|apikey)$", re.I)
@@ -55,6 +56,8 @@ class InventoryEntry(BaseModel):
 class Inventory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     hosts: dict[str, InventoryEntry] = Field(default_factory=dict)
+    channels: list[Channel] = Field(default_factory=list, description="the `[notify.<name>]` tables: where an "
+                                    "on-box patrol sends its escalations")
 
     @classmethod
     def load(cls, path: Path) -> Inventory:
@@ -76,8 +79,10 @@ class Inventory(BaseModel):
                         next_step="put secrets in environment variables and name the variable "
                         "with api_key_env",
                     )
+        channels = load_channels(data)  # its own errors: they never quote a value (it may be a secret)
+        data = {k: v for k, v in data.items() if k != "notify"}
         try:
-            inv = cls.model_validate(data)
+            inv = cls.model_validate({**data, "channels": channels})
         except ValidationError as exc:
             raise ConfigError("inventory does not match the expected shape", path=str(path),
                               observed=str(exc)) from exc

@@ -23,17 +23,17 @@ from mcp_server.verify.artifacts.verifier import verify_artifacts
 
 HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 RootArg = Annotated[PathStr | None, Field(
-    description="result root on the box; default: the run's output root",
+    description="box result root (default: the run's output root)",
     json_schema_extra={"x-rgt-path": "box"})]
 RosterArg = Annotated[list[PatternStr] | None, Field(
     description="files that must exist (globs under root); default: the run's outputs",
     max_length=1000)]
 RunIdArg = Annotated[IdStr | None, Field(
-    description="the run these results belong to (gives root and roster when omitted)")]
+    description="the run they belong to (gives root and roster)")]
 DestArg = Annotated[PathStr | None, Field(description="local destination (default $RGT_HOME/pulls/<host>/<run>)",
                                           json_schema_extra={"x-rgt-path": "local"})]
 BudgetArg = Annotated[float, Field(
-    description="seconds before returning done=false (call again to continue)", ge=2, le=55)]
+    description="seconds before done=false (call again)", ge=2, le=55)]
 AllowPickleArg = Annotated[bool, Field(
     description="allow unsafe pickle loads (only files you trust)")]
 ExpectKeysArg = Annotated[list[IdStr] | None, Field(
@@ -43,11 +43,11 @@ HandMadeArg = Annotated[list[PatternStr] | None, Field(
 CellsArg = Annotated[CellSpec | None, Field(
     description="a sweep's cells: all must be there; a metric table per cell")]
 PackArg = Annotated[bool, Field(
-    description="pull many small files as one tar packed on the box, verify each")]
+    description="pull small files as one tar packed on the box")]
 AcceptFromArg = Annotated[HostStr | None, Field(
     description="accept mode: the producer host, whose verified copy `host` re-hashes")]
 CompareWithArg = Annotated[int | None, Field(
-    description="accept mode: an earlier acceptance id to compare with, file by file")]
+    description="accept mode: an earlier acceptance id to compare with")]
 
 
 def launched_outputs(ledger: Ledger, host: str, run_id: str, *, own_roster: bool = False) -> RunOutputs | None:

@@ -27,27 +27,27 @@ Detail = Literal["problems", "all"]
 HostArg = Annotated[HostStr | None, Field(
     description=HOST_HELP)]
 HostsArg = Annotated[list[HostStr] | None, Field(
-    description="several boxes to audit concurrently instead of `host`", max_length=MAX_HOSTS)]
+    description="several boxes to audit at once instead of `host`", max_length=MAX_HOSTS)]
 PathsArg = Annotated[list[PathStr] | None, Field(
     description="extra box paths to measure (bytes, inodes)", max_length=16, json_schema_extra={"x-rgt-path": "box"})]
 ExpectGpuArg = Annotated[ExpectGpu | None, Field(
-    description="what you rented: GPU name substring, count, memory per GPU")]
+    description="what you rented: GPU name substring, count, memory")]
 PythonArg = Annotated[PathStr | None, Field(
     description="the job's interpreter (default: the profile's, else python3)")]
 CodeDirArg = Annotated[PathStr | None, Field(
-    description="project dir on the box, scanned for CRLF scripts and framework pins",
+    description="box project dir: scanned for CRLF scripts, framework pins",
     json_schema_extra={"x-rgt-path": "box"})]
 ExpectFilesArg = Annotated[dict[PathStr, IdStr] | None, Field(
-    description="box path -> sha256 of your local copy (proves your change is deployed)", max_length=MAP_MAX)]
+    description="box path -> sha256 of your local copy (proves it is deployed)", max_length=MAP_MAX)]
 OneJobArg = Annotated[bool, Field(
     description="with `hosts`: one job; adds A21 (shared FS), A30 (fabric, MTU)")]
 SharedPathArg = Annotated[PathStr | None, Field(
     description="A21: the directory every box must share (default: durable root)",
     json_schema_extra={"x-rgt-path": "box"})]
 DetailArg = Annotated[Detail, Field(
-    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: every check in full")]
+    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: all in full")]
 PolicyArg = Annotated[Policy | None, Field(
-    description="this call's host-key policy (accept-new pins a first-seen key)")]
+    description="host-key policy (accept-new pins a first-seen key)")]
 
 
 class AuditOutcome(BaseModel):

@@ -29,11 +29,10 @@ def _register_push(server: MCPServer) -> None:
     @server.tool(name="push_code", title="Push code as a snapshot", annotations=LAUNCH)
     async def push_code_tool(
         ctx: Context,
-        source: Annotated[PathStr, Field(description="local project directory (on the machine running this server)",
+        source: Annotated[PathStr, Field(description="local project directory (on the server's machine)",
                                          json_schema_extra={"x-rgt-path": "local"})],
         host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
-        project: Annotated[IdStr | None, Field(description="the code dir's name on the box (default: the source "
-                                             "folder's name)")] = None,
+        project: Annotated[IdStr | None, Field(description="its name on the box (default: the folder's)")] = None,
         exclude: Annotated[list[PatternStr] | None, Field(description="more gitignore patterns to leave out, e.g. "
                                                    "['data/', '*.ckpt']", max_length=64)] = None,
         max_file_mb: Annotated[float, Field(description="refuse any file larger than this", gt=0)] = 20.0,

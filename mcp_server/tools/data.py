@@ -25,11 +25,11 @@ def register(server: MCPServer) -> None:
         hf_repo_type: Annotated[Literal["model", "dataset"], Field(description="for hf_repo")] = "model",
         revision: Annotated[IdStr | None, Field(description="for hf_repo: a branch, tag or commit")] = None,
         sha256: Annotated[IdStr | None, Field(description="for url: the file's expected SHA-256")] = None,
-        expected_gib: Annotated[float | None, Field(description="size to check room for when the source does not "
-                                                    "say it", gt=0)] = None,
-        token_env: Annotated[IdStr | None, Field(description="NAME of the server env variable holding the token "
-                                               "(e.g. HF_TOKEN)")] = None,
-        attempts: Annotated[int, Field(description="download attempts, with backoff between them", ge=1,
+        expected_gib: Annotated[float | None, Field(description="size to check room for if the source says none",
+                                                    gt=0)] = None,
+        token_env: Annotated[IdStr | None, Field(description="NAME of the server env var with the token, e.g. "
+                                               "HF_TOKEN")] = None,
+        attempts: Annotated[int, Field(description="download attempts, with backoff", ge=1,
                                        le=50)] = 8,
     ) -> FetchResult:
         """Download a model, dataset or file ON the box (not via this machine) as a detached run.

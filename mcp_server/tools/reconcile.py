@@ -25,21 +25,21 @@ DocumentsArg = Annotated[list[PathStr], Field(
 ModeArg = Annotated[Literal["precision", "strict"], Field(
     description="precision: 31.4 matches 31.42, 76.12% matches 0.7612; strict: exact")]
 RenderArg = Annotated[bool, Field(
-    description="also render LaTeX macros and Markdown/LaTeX tables from the evidence")]
+    description="also render LaTeX macros and tables from the evidence")]
 RenderDirArg = Annotated[PathStr | None, Field(
-    description="write rendered files into this folder instead of returning them",
+    description="write rendered files here instead of returning them",
     json_schema_extra={"x-rgt-path": "box"})]
 HostArg = Annotated[HostStr, Field(
     description=HOST_HELP)]
 ViewArg = Annotated[Literal["findings", "numbers"], Field(
-    description="the list to page: findings, or numbers (a status per evidence row)")]
-OffsetArg = Annotated[int, Field(description="first item of the page (next_offset of the previous page)", ge=0)]
+    description="page findings, or numbers (a status per evidence row)")]
+OffsetArg = Annotated[int, Field(description="first item of the page (a previous next_offset)", ge=0)]
 LimitArg = Annotated[int, Field(description="items per page", ge=1, le=MAX_LIMIT)]
-IncludeMatchesArg = Annotated[bool, Field(description="list plain matches too (they are always counted)")]
+IncludeMatchesArg = Annotated[bool, Field(description="list plain matches too (always counted)")]
 CheckRunsArg = Annotated[bool, Field(
     description="re-check run dirs against provenance.json")]
 CheckFiguresArg = Annotated[bool, Field(
-    description="check figures/<name>/ against their .provenance sidecars")]
+    description="check figures/<name>/ against .provenance sidecars")]
 
 
 def _as_data(report: ReconcileReport) -> ReconcileReport:

@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from mcp_server.app import App
-from mcp_server.errors import InputError
+from mcp_server.errors import InputError, RgtError
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.limits import MAP_MAX, CommandStr, HostStr, IdStr, MaxLength, PathStr, PatternStr, ValueStr
@@ -27,6 +27,7 @@ from mcp_server.run.jobs.slurm_array import launch_array
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import HOST_HELP, LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
+from mcp_server.tools._watch import WatchArg, WatchOptions, start_patrol, test_channels, watched_note
 
 # Above the launch's own 128 KiB check (E2BIG), which explains that value and what to do instead.
 EnvValueStr = Annotated[str, MaxLength(ENV_TOTAL_MAX)]
@@ -34,7 +35,7 @@ HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 
 # launch_detached
 CommandArg = Annotated[CommandStr | None, Field(
-    description="shell command to run, e.g. 'python train.py --cfg a.yaml'")]
+    description="shell command, e.g. 'python train.py --cfg a.yaml'")]
 HostsArg = Annotated[list[HostStr] | None, Field(
     description="launch the same command on several boxes; one outcome each", max_length=32)]
 CommandsArg = Annotated[list[CommandStr] | None, Field(
@@ -45,11 +46,11 @@ MaxConcurrentArg = Annotated[int, Field(
 NameArg = Annotated[IdStr | None, Field(
     description="run name (letters, digits . _ -); a live one is returned")]
 WorkdirArg = Annotated[PathStr | None, Field(
-    description="absolute box directory to run in (default: the durable root)")]
+    description="box directory to run in (default: durable root)")]
 RerunArg = Annotated[IdStr | None, Field(
-    description="a run id to launch again with its exact config (give no command)")]
+    description="a run id to relaunch with its exact config (no command)")]
 CodeArg = Annotated[IdStr | None, Field(
-    description="a push_code snapshot <project>/<id> to run in")]
+    description="a push_code snapshot <project>/<id>")]
 EnvArg = Annotated[dict[IdStr, EnvValueStr] | None, Field(description="non-secret environment variables for the job",
                                                              max_length=MAP_MAX)]
 SecretEnvArg = Annotated[list[IdStr] | None, Field(
@@ -57,7 +58,7 @@ SecretEnvArg = Annotated[list[IdStr] | None, Field(
 BackendArg = Annotated[Literal["shell", "tmux", "slurm"] | None, Field(
     description="shell (setsid), tmux (attachable) or slurm (sbatch; default on Slurm)")]
 LoginNodeArg = Annotated[str | None, Field(
-    description="why a shell/tmux job must run on a Slurm login node (else refused)", max_length=500)]
+    description="why shell/tmux must run on a Slurm login node", max_length=500)]
 SlurmArg = Annotated[SlurmOptions | None, Field(
     description="partition account qos constraint gpus gpu_request nodes ntasks_per_node "
     "cpus_per_task mem time requeue warn_signal warn_s")]
@@ -66,10 +67,10 @@ KubeArg = Annotated[KubeOptions | None, Field(
     "tolerations priority_class queue service_account ttl_s context")]
 AllowFallbackArg = Annotated[bool, Field(description="backend=tmux: use shell if tmux is missing")]
 ProbeArg = Annotated[float, Field(
-    description="seconds to watch for an early exit before handing back", ge=0, le=MAX_PROBE_S)]
-RelaunchArg = Annotated[bool, Field(description="start again a name whose last run has finished")]
+    description="seconds to watch for an early exit", ge=0, le=MAX_PROBE_S)]
+RelaunchArg = Annotated[bool, Field(description="rerun a name whose last run finished")]
 MinFreeGibArg = Annotated[float, Field(
-    description="disk gate: refuse when the durable root has less free space", ge=0)]
+    description="disk gate: refuse below this free space", ge=0)]
 MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)]
 OutputsArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root the run must produce",
@@ -82,7 +83,7 @@ SyncArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
     max_length=64)]
 StartIndexArg = Annotated[int, Field(
-    description="queue: first cell to run (from 1), to resume a sweep", ge=1)]
+    description="queue: first cell to run (from 1)", ge=1)]
 
 # tail_logs
 RunIdArg = Annotated[IdStr | None, Field(description="run id from launch_detached or list_runs")]
@@ -126,6 +127,7 @@ class LaunchDetachedResult(BaseModel):
     outcomes: list[LaunchOutcome] = Field(
         default_factory=list, description="one per host (hosts fan-out or single host)")
     queue: QueueResult | None = Field(default=None, description="set when `commands` queued several jobs on one host")
+    tested: list[str] = Field(default_factory=list, description="watch.test: each channel's outcome")
 
 
 class ListRunsOutcome(BaseModel):
@@ -191,6 +193,29 @@ async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str
     return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
 
 
+async def _watch_only(app: App, host: str, watch: WatchOptions) -> LaunchDetachedResult:
+    """`watch` without a command: test the channels, or patrol run_ids (or the whole box)."""
+    if watch.test:
+        outcomes = await test_channels(app, host, watch)
+        return LaunchDetachedResult(tested=outcomes)
+    patrol = await start_patrol(app, host, watch, list(watch.run_ids))
+    return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=patrol)])
+
+
+async def _watch_launched(app: App, result: LaunchDetachedResult, watch: WatchOptions) -> None:
+    """A patrol for each run the launch started (its note says which); a host whose patrol could
+    not start keeps its run and says why."""
+    for o in result.outcomes:
+        if o.launch is None or o.launch.outcome in ("exited_early", "already_finished"):
+            continue
+        try:
+            patrol = await start_patrol(app, o.host, watch, [o.launch.run_id])
+        except RgtError as exc:
+            o.launch.notes.append(f"no patrol: {exc.message}")
+            continue
+        o.launch.notes.append(watched_note(patrol, watch))
+
+
 def _register_launch_detached(server: MCPServer) -> None:
     @server.tool(title="Launch a detached run", annotations=STARTS_WORK)
     async def launch_detached(
@@ -202,6 +227,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         outputs: OutputsArg = None, output_root: OutputRootArg = None, sync_to_durable: SyncArg = None,
         start_index: StartIndexArg = 1, on_exit: OnExitArg = None, slurm: SlurmArg = None,
         login_node_reason: LoginNodeArg = None, kubernetes: KubeArg = None, rerun_of: RerunArg = None,
+        watch: WatchArg = None,
     ) -> LaunchDetachedResult:
         """Start a job that survives SSH drops, server restarts and client exit; probe it, then hand back.
 
@@ -221,6 +247,11 @@ def _register_launch_detached(server: MCPServer) -> None:
         """
         app = app_of(ctx)
         with tool_errors(app):
+            if watch is not None and not (command or commands or rerun_of):
+                return await _watch_only(app, host, watch)
+            if commands and watch is not None:
+                raise ToolError("watch applies to one command per host: queue the commands, then "
+                                "launch_detached(watch={run_ids: [...]}) with the cells' run ids")
             if commands and (command or hosts):
                 raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
             if rerun_of and (command or commands or hosts):
@@ -239,7 +270,10 @@ def _register_launch_detached(server: MCPServer) -> None:
                 login_node_reason=login_node_reason, kubernetes=kubernetes, rerun_of=rerun_of)
             if commands:
                 return await _queue(app, host, commands, max_concurrent, req, start_index)
-            return await _launch(app, host, hosts, req, reporter(ctx))
+            result = await _launch(app, host, hosts, req, reporter(ctx))
+            if watch is not None:
+                await _watch_launched(app, result, watch)
+            return result
 
 
 def _register_tail_logs(server: MCPServer) -> None:

@@ -1,0 +1,185 @@
+"""The patrol tool's domain side: ship the on-box files, start a patrol as a detached run under
+the launch wrapper (so it outlives SSH and the server, and list_runs/cancel_run see it), stop it
+through its stop file, read where patrols stand, and send a test message through the channels.
+Notification secrets reach the box only as the launch's secret_env (stdin), never argv or files."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import importlib.resources
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_server import untrusted
+from mcp_server.errors import InputError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.commands import check_name, path_word, quote
+from mcp_server.hosts.files import write_file
+from mcp_server.hosts.notify_channels import Channel, box_channels
+from mcp_server.hosts.pool import HostSpec
+from mcp_server.ledger import Ledger
+from mcp_server.redact import Redactor
+from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
+from mcp_server.run.jobs.listing import list_runs
+from mcp_server.run.jobs.logs import tail_logs
+from mcp_server.run.jobs.rundir import check_run_id, run_dir_path
+from mcp_server.run.jobs.runscan import RunFilter
+from mcp_server.run.jobs.signatures import SIGNATURES
+from mcp_server.run.patrol import notify_onbox, patrol_onbox
+
+BOX_FILES = patrol_onbox.FILES + notify_onbox.FILES
+Action = Literal["start", "status", "stop", "test"]
+LOGIN_NODE_REASON = "the patrol only reads run dirs and sends messages: it belongs beside the runs it watches"
+
+
+class PatrolOptions(BaseModel):
+    run_ids: list[str] = Field(default_factory=list, description="runs to watch; none: the whole box")
+    interval_s: float = 600.0
+    stall_s: float = 1800.0
+    idle_s: float | None = None
+    lifetime_s: float = 7 * 86400.0
+    channels: list[str] | None = None
+    disk_pct: float = 95.0
+    mem_pct: float = 90.0
+
+
+class PatrolRow(BaseModel):
+    run_id: str
+    name: str | None
+    status: str
+    last_line: str | None = Field(default=None, description="its latest status line; " + untrusted.NOTE)
+
+
+class PatrolResult(BaseModel):
+    host: str
+    action: Action
+    started: LaunchResult | None = None
+    patrols: list[PatrolRow] = Field(default_factory=list)
+    outcomes: list[str] = Field(default_factory=list, description="test: one line per channel, e.g. 'ops: sent'")
+    next_step: str
+
+
+def _code() -> dict[str, bytes]:
+    pkg = importlib.resources.files("mcp_server.run.patrol")
+    return {name: pkg.joinpath(name).read_bytes() for name in BOX_FILES}
+
+
+async def ship(host: Host, spec: HostSpec) -> str:
+    """The on-box files in a folder named by their hash: written once, then found (one stat)."""
+    code = _code()
+    digest = hashlib.sha256(b"".join(hashlib.sha256(code[n]).digest() for n in BOX_FILES)).hexdigest()[:16]
+    folder = f"{spec.durable_root}/.rgt/patrol/code-{digest}"
+    if await host.stat(f"{folder}/{BOX_FILES[-1]}") is None:
+        for name in BOX_FILES:
+            await write_file(host, f"{folder}/{name}", code[name])
+    return folder
+
+
+def chosen(channels: list[Channel], names: list[str] | None) -> list[Channel]:
+    if names is None:
+        return channels
+    known = {c.name for c in channels}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"no [notify.{unknown[0]}] channel in the inventory", expected=sorted(known) or "none",
+                         next_step="add the channel to the inventory, or leave channels out to use them all")
+    return [c for c in channels if c.name in names]
+
+
+def patrol_name(run_ids: list[str]) -> str:
+    if not run_ids:
+        return "patrol-box"
+    if len(run_ids) == 1:
+        return check_name(f"patrol-{run_ids[0]}"[:64], "patrol name")
+    return "patrol-" + hashlib.sha256(" ".join(sorted(run_ids)).encode()).hexdigest()[:12]
+
+
+def _python(path: str) -> str:
+    return f'exec "$(command -v python3 || command -v python)" {path_word(path, "patrol")}'
+
+
+async def start(host: Host, spec: HostSpec, opts: PatrolOptions, channels: list[Channel], *,
+                ledger: Ledger | None, redactor: Redactor) -> LaunchResult:
+    for r in opts.run_ids:
+        check_run_id(r)
+    folder = await ship(host, spec)
+    box, secret_names = box_channels(chosen(channels, opts.channels))
+    name = patrol_name(opts.run_ids)
+    idle = opts.idle_s if opts.idle_s is not None else (1800.0 if spec.hourly_price and not opts.run_ids else None)
+    config = {"host": spec.name, "durable_root": spec.durable_root, "interval_s": opts.interval_s,
+              "runs": [run_dir_path(spec.durable_root, r) for r in opts.run_ids], "stall_s": opts.stall_s,
+              "idle_s": idle, "price_per_hour": spec.hourly_price, "lifetime_s": opts.lifetime_s,
+              "disk_pct": opts.disk_pct, "mem_pct": opts.mem_pct, "channels": box,
+              "signatures": [[s.id, s.pattern.pattern, s.meaning] for s in SIGNATURES],
+              "state_dir": f"{spec.durable_root}/.rgt/patrol/state-{name}"}
+    slurm = spec.profile.kind == "slurm"
+    return await launch(host, spec, LaunchRequest(
+        command=_python(f"{folder}/patrol_onbox.py"), name=name, backend="shell",
+        login_node_reason=LOGIN_NODE_REASON if slurm else None, secret_env=secret_names, probe_s=0,
+        env={"RGT_PATROL_SPEC": base64.b64encode(json.dumps(config).encode()).decode()},
+        min_free_gib=0, min_free_inodes=0), ledger=ledger, redactor=redactor)
+
+
+async def patrols(host: Host, spec: HostSpec, ledger: Ledger, redactor: Redactor) -> list[PatrolRow]:
+    """The patrols on the box, newest first, each live one with its latest status line."""
+    found = await list_runs(host, spec, ledger, limit=20, where=RunFilter(name="patrol-*"))
+    rows = []
+    for r in found.runs:
+        last = None
+        if r.status == "running":
+            tail = await tail_logs(host, spec, redactor=redactor, run_id=r.run_id, lines=1, max_bytes=4096)
+            last = next((ln for ln in reversed(tail.text.splitlines()) if ln.strip()), None)
+        rows.append(PatrolRow(run_id=r.run_id, name=r.name, status=r.status, last_line=last))
+    return rows
+
+
+async def stop(host: Host, spec: HostSpec, opts: PatrolOptions) -> str:
+    """Ask a patrol to stop at its next sample (its stop file): it says so in its log and exits."""
+    state = f"{spec.durable_root}/.rgt/patrol/state-{patrol_name(opts.run_ids)}"
+    res = await host.run(f"mkdir -p {path_word(state, 'state dir')} && : > {path_word(state + '/stop', 'stop file')}",
+                         timeout=20)
+    res.check("writing the patrol's stop file")
+    return state
+
+
+async def test(host: Host, spec: HostSpec, channels: list[Channel], names: list[str] | None, *,
+               ledger: Ledger | None, redactor: Redactor, wait_s: float = 25.0) -> list[str]:
+    """One test message per channel, sent from the box (its route to the services, not ours)."""
+    selected = chosen(channels, names)
+    if not selected:
+        raise InputError("no [notify.<name>] channel in the inventory to test",
+                         next_step="add one (README: When nobody is watching), then test it")
+    folder = await ship(host, spec)
+    box, secret_names = box_channels(selected)
+    listing = json.dumps(box).encode()
+    path = f"{folder}/test-{hashlib.sha256(listing).hexdigest()[:16]}.json"
+    await write_file(host, path, listing)  # channel settings and secret NAMES only
+    state = f"{spec.durable_root}/.rgt/patrol/state-test"
+    run = await launch(host, spec, LaunchRequest(
+        command=f"{_python(folder + '/notify_onbox.py')} test --state-dir {path_word(state, 'state')} "
+                f"--host {quote(spec.name)} < {path_word(path, 'channels')}",
+        backend="shell", login_node_reason=LOGIN_NODE_REASON if spec.profile.kind == "slurm" else None,
+        secret_env=secret_names, probe_s=0, min_free_gib=0, min_free_inodes=0), ledger=ledger, redactor=redactor)
+    for _ in range(int(wait_s / 0.5)):
+        tail = await tail_logs(host, spec, redactor=redactor, run_id=run.run_id, max_bytes=65536)
+        if tail.state is not None and tail.state.status not in ("running", "queued"):
+            return _outcomes(tail.text)
+        await asyncio.sleep(0.5)
+    return [f"the test run {run.run_id} is still running after {wait_s:g} s: tail_logs shows its outcome"]
+
+
+def _outcomes(log: str) -> list[str]:
+    out = []
+    for line in log.splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(o, dict) and "channel" in o:
+            err = f" ({untrusted.clean(str(o['error']))[:200]})" if o.get("error") else ""
+            out.append(f"{untrusted.clean(str(o['channel']))[:64]}: {untrusted.clean(str(o.get('status')))[:20]}{err}")
+    return out
