@@ -3,6 +3,7 @@
 # mtime, one `ps` for the process table, and one awk that reads the small files itself (no
 # process per run). Prints, per run dir holding a run.json (queue runners excluded):
 #   R<TAB>run id<TAB>backend<TAB>started_at<TAB>name<TAB>state line
+# and, after it, for a run an on-box patrol watches: P<TAB>run id<TAB>escalations<TAB>its last line
 # where backend, started_at and name come from run.json ("" when absent; started_at falls back
 # to run.json's mtime) and the state line is exactly what job_state.sh's rgt_state prints.
 # $1 runs dir
@@ -81,5 +82,7 @@ END {
     json = record(d); started = field(json, "started_at\": *[0-9.eE+-]+")
     printf "R\t%s\t%s\t%s\t%s\t%s\n", d, field(json, "backend\": *\"[A-Za-z0-9_-]*\""), \
       (started == "" ? mt[d, "run.json"] : started), field(json, "name\": *\"[A-Za-z0-9._-]*\""), state(d)
+    # the one-line state of an on-box patrol: escalations so far, its last status line
+    if ((d, "patrol_state") in has) { p = substr(first(d "/patrol_state"), 1, 600); printf "P\t%s\t%s\n", d, p }
   }
 }'

@@ -38,6 +38,7 @@ class RunSummary(BaseModel):
     outputs: RunOutputs | None = None
     output_dir: str | None = Field(default=None, description="where the run writes by relative path")
     sync: str | None = Field(default=None, description="sync_to_durable outcome")
+    patrol: str | None = Field(default=None, description="an on-box patrol's last line and escalation count")
 
 
 class HostRuns(BaseModel):
@@ -93,6 +94,8 @@ def _summary(run: BoxRun, rec: RunRecordSummary, now: float, known: set[str]) ->
         seconds_since_write=(now - state.log_mtime) if state.log_mtime else None, in_ledger=run.run_id in known,
         ended_at=None if state.status in LIVE else (state.ended_at or state.log_mtime),
         outputs=rec.outputs, output_dir=rec.output_dir, sync=state.sync,
+        patrol=f"{run.patrol_last or '(no line yet)'} [{run.patrol_escalations} escalation(s): tail_logs shows them]"
+        if run.patrol_last is not None or run.patrol_escalations else None,
     )
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from mcp_server import scripts
+from mcp_server import scripts, untrusted
 from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.commands import path_word, quote
@@ -39,6 +39,8 @@ class BoxRun:
     started_at: float
     name: str | None
     state: RunState
+    patrol_escalations: int = 0  # what an on-box patrol watching the run has escalated so far
+    patrol_last: str | None = None
 
 
 class RunFilter(BaseModel):
@@ -95,7 +97,16 @@ async def scanned_runs(host: Host, spec: HostSpec, listing: str) -> list[BoxRun]
     """The runs `scan_script` printed, with the state of engines that keep their own (one round
     trip per such engine with unended runs)."""
     runs = [r for r in map(_parse_line, listing.splitlines()) if r is not None]
+    patrols = dict(_patrol_line(line) for line in listing.splitlines() if line.startswith("P\t"))
+    runs = [replace(r, patrol_escalations=patrols[r.run_id][0], patrol_last=patrols[r.run_id][1])
+            if r.run_id in patrols else r for r in runs]
     return await _engine_states(host, spec, runs)
+
+
+def _patrol_line(line: str) -> tuple[str, tuple[int, str | None]]:
+    """`P<TAB>run id<TAB>escalations<TAB>last line` (box text: cleaned, cut short)."""
+    _, run_id, count, last = (line.split("\t", 3) + ["", "", ""])[:4]
+    return run_id, (int(count) if count.isdigit() else 0, untrusted.clean(last)[:500] or None)
 
 
 async def scan_runs(host: Host, spec: HostSpec) -> list[BoxRun]:

@@ -38,12 +38,13 @@ def parse_run_uri(uri: str) -> tuple[str, str] | None:
 
 
 def fingerprint(run: BoxRun | None, now: float, stall_s: float) -> tuple[object, ...]:
-    """What a subscriber is told about when it changes: gone, status, exit code, stalled."""
+    """What a subscriber is told about when it changes: gone, status, exit code, stalled, and each
+    new escalation of an on-box patrol watching the run."""
     if run is None:
         return ("absent",)
     st = run.state
     stalled = st.status == "running" and st.log_mtime is not None and now - st.log_mtime > stall_s
-    return (st.status, st.exit_code, stalled)
+    return (st.status, st.exit_code, stalled, run.patrol_escalations)
 
 
 @dataclass

@@ -47,3 +47,24 @@ async def test_no_patrol_and_a_damaged_patrol_file_read_as_no_note(client, durab
     for run_id in ("run-20261206-000000-bbbbbb", "run-20261206-000000-cccccc"):
         tail = structured(await client.call_tool("tail_logs", {"host": "gpu1", "run_id": run_id}))
         assert tail.get("patrol") is None, run_id
+
+
+async def test_list_runs_shows_the_patrols_last_line_and_how_many_escalations(client, durable_box: Box) -> None:
+    crafted(durable_box, "run-20261206-000000-dddddd", {"last": "x", "escalations": []})
+    d = durable_box.durable / ".rgt" / "runs" / "run-20261206-000000-dddddd"
+    (d / "run.json").write_text(json.dumps({"run_id": d.name, "command": "true", "started_at": 1765000000}))
+    (d / "patrol_state").write_text("2\t03:00 run alive step 9 \x1b[2J| disk 40%\n")
+    listed = structured(await client.call_tool("list_runs", {"host": "gpu1"}))
+    (row,) = listed["outcomes"][0]["runs"]["runs"]
+    assert row["patrol"] == "03:00 run alive step 9 | disk 40% [2 escalation(s): tail_logs shows them]"
+
+
+def test_a_new_escalation_changes_what_a_subscriber_is_told_about() -> None:
+    from mcp_server.run.jobs.runscan import BoxRun
+    from mcp_server.run.jobs.status import RunState
+    from mcp_server.run.jobs.watch import fingerprint
+
+    run = BoxRun(run_id="r", engine="shell", started_at=0.0, name=None, state=RunState(status="running"))
+    escalated = BoxRun(run_id="r", engine="shell", started_at=0.0, name=None, state=RunState(status="running"),
+                       patrol_escalations=1)
+    assert fingerprint(run, 0.0, 900) != fingerprint(escalated, 0.0, 900)
