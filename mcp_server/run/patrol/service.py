@@ -93,8 +93,10 @@ def chosen(channels: list[Channel], names: list[str] | None) -> list[Channel]:
 def patrol_name(run_ids: list[str]) -> str:
     if not run_ids:
         return "patrol-box"
-    if len(run_ids) == 1:
-        return check_name(f"patrol-{run_ids[0]}"[:64], "patrol name")
+    # a run id ends in its own random part: the patrol's name repeats only that (its run id adds a date)
+    tail = run_ids[0].rsplit("-", 1)[-1] if len(run_ids) == 1 else ""
+    if len(tail) >= 6 and all(c in "0123456789abcdef" for c in tail):
+        return check_name(f"patrol-{tail}", "patrol name")
     return "patrol-" + hashlib.sha256(" ".join(sorted(run_ids)).encode()).hexdigest()[:12]
 
 
