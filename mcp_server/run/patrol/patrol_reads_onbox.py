@@ -124,6 +124,8 @@ def run_state(d: str, young: bool) -> tuple[str, str | None]:
             return "queued", None
     if has_orphans(d):
         return "orphaned", None
+    if os.path.exists(os.path.join(d, "slurm_job_id")):  # Slurm's: pending, or running on another node
+        return "queued", None
     return ("starting" if not pid and young else "lost"), None
 
 

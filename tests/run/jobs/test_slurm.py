@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import structured
+from tests.support.receivers import HttpReceiver
 from tests.support.slurm import Slurm, missing
 from tests.support.sshd import Sshd
 from tests.support.wait import until
@@ -514,3 +515,27 @@ async def test_a_job_that_ends_while_squeue_is_slow_reads_its_own_end_not_lost(
     (s,) = await SlurmEngine(poll_s=0).status(host, [run["run_dir"]])
     # (Read before squeue answered, the run dir had no exit file, and COMPLETED without one is `lost`.)
     assert s.status == "succeeded" and s.exit_code == 0, (s.status, s.evidence)
+
+
+async def test_a_watched_slurm_job_is_reported_by_a_patrol_on_the_login_node(login_node: Path, client: Any,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             env: Any) -> None:
+    receiver = HttpReceiver().start()
+    try:
+        monkeypatch.setenv("RGT_TEST_HOOK", receiver.url + "/hook")
+        env.config.write_text(env.config.read_text() + '\n[notify.ops]\nkind = "webhook"\nurl_env = "RGT_TEST_HOOK"\n')
+        run = await submit(client, "sleep 2; echo 'Traceback (most recent call last):' >&2; exit 3",
+                           watch={"interval_min": 0.05})
+        assert any("patrol" in n for n in run["notes"]), run["notes"]
+        patrols = structured(await client.call_tool("list_runs", {"host": "cluster", "name": "patrol-*"}))
+        (patrol,) = patrols["outcomes"][0]["runs"]["runs"]
+        assert patrol["status"] == "running"  # on the login node, not submitted to Slurm
+
+        async def message() -> dict[str, Any] | None:
+            got = [r.json() for r in receiver.requests]
+            return next((m for m in got if m["kind"] == "failed"), None)
+
+        msg = await until(message, timeout=60, interval=0.5, what="the patrol's message")
+        assert msg["run_id"] == run["run_id"] and "exit code 3" in msg["text"]
+    finally:
+        receiver.stop()

@@ -161,3 +161,13 @@ def test_the_box_files_run_on_a_bare_python_without_the_package() -> None:
                               capture_output=True, text=True, timeout=30, check=False)
         assert done.returncode == 0, done.stderr
         assert "patrol stops" in done.stdout
+
+
+@pytest.mark.parametrize("durable_box", ["ssh"], indirect=True)
+async def test_the_patrol_started_over_ssh_survives_an_sshd_restart(client, durable_box: Box, receiver: HttpReceiver,
+                                                                    channel: str, sshd: Any) -> None:
+    run = await launch(client, "sleep 5")
+    sshd.stop()  # every SSH session to the box ends here, the server's included
+    sshd.start()
+    (msg,) = received(receiver, 1, "succeeded")
+    assert msg["run_id"] == run["run_id"]
