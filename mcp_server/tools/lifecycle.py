@@ -14,6 +14,7 @@ from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs.cancel import MAX_GRACE_S, CancelResult, FirstSignal, cancel_record, cancel_run
 from mcp_server.run.jobs.cancel_array import cancel_array, is_array_id
 from mcp_server.run.jobs.engines.base import DEFAULT_GRACE_S
+from mcp_server.run.jobs.patrol_note import acknowledge
 from mcp_server.run.jobs.wait import DEFAULT_WAIT_S, MAX_WAIT_S, WaitResult, wait_for_run
 from mcp_server.tools._common import DESTRUCTIVE_IDEMPOTENT, HOST_HELP, READ_ONLY, app_of, tool_errors
 
@@ -92,8 +93,10 @@ def _register_wait_for_run(server: MCPServer) -> None:
                 from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
 
                 return await kube.wait(app, spec, run_id, timeout_s=timeout_s, progress=progress)
-            return await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,
-                                      timeout_s=timeout_s, progress=progress)
+            waited = await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,
+                                        timeout_s=timeout_s, progress=progress)
+            acknowledge(waited.patrol, app.ledger, spec.name, run_id)
+            return waited
 
 
 def register(server: MCPServer) -> None:

@@ -19,6 +19,7 @@ from mcp_server.run.jobs.aggregate import AggregateRequest, AggregateResult, agg
 from mcp_server.run.jobs.launch import ENV_TOTAL_MAX, MAX_PROBE_S, LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.listing import HostRuns, list_runs, run_hosts
 from mcp_server.run.jobs.logs import DEFAULT_STALL_S, MAX_WINDOW, TailResult, tail_logs
+from mcp_server.run.jobs.patrol_note import acknowledge
 from mcp_server.run.jobs.queue import QueueResult, launch_queue
 from mcp_server.run.jobs.rerun import rerun_request
 from mcp_server.run.jobs.rundir import RunStatus
@@ -302,6 +303,7 @@ def _register_tail_logs(server: MCPServer) -> None:
                 return await kube.tail_run(app, spec, run_id, path, offset=offset, max_bytes=max_bytes, lines=lines)
             result = await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,
                                      path=path, offset=offset, max_bytes=max_bytes, lines=lines, stall_s=stall_s)
+            acknowledge(result.patrol, app.ledger, spec.name, run_id)
             if result.read_under:  # a read only the inventory's widening allowed: said in the ledger
                 app.ledger.record("log_root_widened", host=spec.name, run_id=run_id,
                                   summary=f"tail_logs read {result.path} under the log_roots entry {result.read_under}",

@@ -15,6 +15,7 @@ from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.logs import TailResult, tail_logs
+from mcp_server.run.jobs.patrol_note import PatrolNote
 from mcp_server.run.jobs.rundir import RunRecord, read_run_record
 from mcp_server.run.jobs.signatures import SignatureHit
 from mcp_server.run.jobs.status import LIVE, RunState
@@ -37,6 +38,7 @@ class RunView(BaseModel):
     cost_so_far: str | None = Field(description="elapsed time at the box's hourly price, when the box has one")
     log_bytes: int
     log_uri: str
+    patrol: PatrolNote | None = Field(default=None, description="what an on-box patrol watching the run last wrote")
 
 
 def last_line(text: str) -> str | None:
@@ -69,4 +71,4 @@ async def run_view(host: Host, spec: HostSpec, run_id: str, redactor: Redactor, 
         last_line=last_line(tail.text), progress=tail.progress, signatures=tail.signatures,
         started_at_utc=datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds") if started else None,
         elapsed_s=elapsed, cost_so_far=_cost(spec, elapsed), log_bytes=tail.size,
-        log_uri=f"runs://{uri_host}/{run_id}/log")
+        log_uri=f"runs://{uri_host}/{run_id}/log", patrol=tail.patrol)

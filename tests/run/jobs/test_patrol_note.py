@@ -36,9 +36,14 @@ async def test_tail_and_wait_show_the_patrols_last_line_and_escalations_newest_f
     first = note["escalations"][0]
     assert first["kind"] == "ended" and "\x1b" not in first["text"] and "\x07" not in first["text"]
     assert first["notified"] == ["ops: failed"]
+    assert first["new"] is True  # not shown to an agent before
     waited = structured(await client.call_tool("wait_for_run", {"host": "gpu1", "run_id": "run-20261206-000000-aaaaaa",
                                                                  "timeout_s": 1}))
     assert waited["patrol"]["escalations"][0]["kind"] == "ended"
+    assert waited["patrol"]["escalations"][0]["new"] is False  # the tail_logs above showed it: acknowledged
+    async with client.session() as c:
+        view = json.loads((await c.read_resource("runs://gpu1/run-20261206-000000-aaaaaa")).contents[0].text)
+    assert view["patrol"]["last"] == "03:00 run alive step 2 | disk 40%"
 
 
 async def test_no_patrol_and_a_damaged_patrol_file_read_as_no_note(client, durable_box: Box) -> None:
