@@ -356,3 +356,26 @@ def test_the_status_line_shows_the_gpu_when_nvidia_smi_is_there(durable: Path, s
     assert line.endswith("| gpu 97% 30.1/80.0 GiB")
     (patrol.state_dir / "stop").touch()
     assert patrol.wait_exit() == 0
+
+
+def test_a_run_whose_outputs_were_not_synced_is_reported_as_sync_failed(
+        durable: Path, start_run: StartRun, start_patrol: StartPatrol) -> None:
+    run = start_run("sync-1", "wait_release\n")
+    (run.dir / "sync_spec").write_text("results/*.json\n")
+    (run.dir / "sync_status").write_text("failed no file matched results/*.json\n")
+    patrol = start_patrol(base_spec(durable, runs=[str(run.dir)]))
+    run.release()
+    assert patrol.wait_exit() == 0
+    [ended] = run.escalations()
+    assert ended["kind"] == "sync_failed", ended  # exit 0, but the copy to the durable root failed
+
+
+def test_a_run_whose_wrapper_vanished_without_an_exit_code_is_reported_lost(
+        durable: Path, start_run: StartRun, start_patrol: StartPatrol) -> None:
+    run = start_run("lost-1", "wait_release\n")
+    patrol = start_patrol(base_spec(durable, runs=[str(run.dir)]))
+    patrol.wait_line(lambda ln: "lost-1 alive" in ln)
+    os.killpg(run.proc.pid, signal.SIGKILL)  # a hard kill: no exit_code is ever written
+    assert patrol.wait_exit() == 0
+    [lost] = run.escalations()
+    assert lost["kind"] == "lost" and lost["level"] == "crit", lost
