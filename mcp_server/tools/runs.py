@@ -194,6 +194,21 @@ async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str
     return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
 
 
+def _check_combination(command: str | None, commands: list[str] | None, hosts: list[str] | None,
+                       rerun_of: str | None, start_index: int, watch: WatchOptions | None) -> None:
+    if commands and watch is not None:
+        raise ToolError("watch applies to one command per host: queue the commands, then "
+                        "launch_detached(watch={run_ids: [...]}) with the cells' run ids")
+    if commands and (command or hosts):
+        raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
+    if rerun_of and (command or commands or hosts):
+        raise ToolError("rerun_of repeats the old run's own command on its host: give no command, commands or hosts")
+    if not commands and not command and not rerun_of:
+        raise ToolError("give `command` (or `commands` for a queue, or `rerun_of`)")
+    if start_index != 1 and not commands:
+        raise ToolError("start_index applies to a queue: give `commands`")
+
+
 async def _watch_only(app: App, host: str, watch: WatchOptions) -> LaunchDetachedResult:
     """`watch` without a command: test the channels, or patrol run_ids (or the whole box)."""
     if watch.test:
@@ -250,18 +265,7 @@ def _register_launch_detached(server: MCPServer) -> None:
         with tool_errors(app):
             if watch is not None and not (command or commands or rerun_of):
                 return await _watch_only(app, host, watch)
-            if commands and watch is not None:
-                raise ToolError("watch applies to one command per host: queue the commands, then "
-                                "launch_detached(watch={run_ids: [...]}) with the cells' run ids")
-            if commands and (command or hosts):
-                raise ToolError("give `commands` (a queue on one host) without `command` or `hosts`")
-            if rerun_of and (command or commands or hosts):
-                raise ToolError("rerun_of repeats the old run's own command on its host: give no command, commands "
-                                "or hosts")
-            if not commands and not command and not rerun_of:
-                raise ToolError("give `command` (or `commands` for a queue, or `rerun_of`)")
-            if start_index != 1 and not commands:
-                raise ToolError("start_index applies to a queue: give `commands`")
+            _check_combination(command, commands, hosts, rerun_of, start_index, watch)
             req = LaunchRequest(
                 command=command or "queue", name=name, workdir=workdir, code=code, env=env or {},
                 secret_env=secret_env or [],

@@ -37,7 +37,7 @@ except ImportError:  # on the box, where the files sit side by side (also under 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import patrol_reads_onbox as reads  # type: ignore[no-redef, import-not-found]
 
-FILES = ("patrol_onbox.py", "patrol_reads_onbox.py")  # what goes to the box
+FILES = ("patrol_onbox.py", "patrol_reads_onbox.py", "patrol_parse_onbox.py")  # what goes to the box
 
 KEEP_ESCALATIONS = 50
 MEM_WINDOW_S, DISK_WINDOW_S = 600.0, 1800.0

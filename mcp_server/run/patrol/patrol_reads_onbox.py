@@ -14,18 +14,21 @@ import subprocess
 import time
 from typing import Any
 
+try:
+    from .patrol_parse_onbox import Ring, gib, parse_line, span  # in the package (the server's tests)
+except ImportError:  # on the box, where the files sit side by side
+    from patrol_parse_onbox import Ring, gib, parse_line, span  # type: ignore[no-redef, import-not-found]
+
+__all__ = ["Ring", "gib", "parse_line", "span"]  # the patrol reads them from here
+
 LOG_CAP = 1 << 20  # log bytes read per run and tick
 SIG_SCAN = 256 * 1024  # log tail searched for a failure signature
 EXCERPT_LINES, EXCERPT_CHARS = 20, 2000
-RING = 720  # memory/disk samples kept: one hour at the default 5 s
 UNLIMITED = 1 << 60
 ENDED = ("succeeded", "failed", "cancelled", "sync_failed", "lost")
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
-_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|[Nn]a[Nn]|NAN|[Ii]nf(?:inity)?|INF)"
-_STEP = re.compile(r"(?<![\w/.-])['\"]?(global_step|step|iteration|iter)['\"]?\s*([=:]?)\s*(\d+)(?![\d.])", re.I)
-_LOSS = re.compile(r"(?<![\w/.-])['\"]?(?:train[_/])?loss['\"]?\s*[=:]?\s*['\"]?(" + _NUM + r")(?![\w.])", re.I)
 
 
 def clean(text: str) -> str:
@@ -61,15 +64,6 @@ def load_json(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def span(seconds: float) -> str:
-    s = int(seconds)
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min"
-    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def wrapper_alive(run_dir: str, pid: str | None, script: str) -> bool:
@@ -129,30 +123,6 @@ def run_state(d: str, young: bool) -> tuple[str, str | None]:
     return ("starting" if not pid and young else "lost"), None
 
 
-def parse_line(line: str) -> tuple[int | None, float | None]:
-    """The step and loss a metrics-like line gives (JSON, `key=value`, `key: value`)."""
-    step: int | None = None
-    loss: float | None = None
-    text = line.strip()
-    if text.startswith("{") and len(text) < 65536:
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict):  # `type(...) is`: a bool is no step
-            step = next((obj[k] for k in ("global_step", "step", "iteration", "iter") if type(obj.get(k)) is int), None)
-            loss = next((float(obj[k]) for k in ("loss", "train_loss", "train/loss")
-                         if type(obj.get(k)) in (int, float)), None)
-            return step, loss
-    m = _LOSS.search(text)
-    if m:
-        loss = float(m.group(1))
-    for s in _STEP.finditer(text):
-        if s.group(2) or loss is not None:  # `step 12` alone is prose; with a loss it is a marker
-            step = int(s.group(3))
-    return step, loss
-
-
 class RunWatch:
     """One watched run: its log's read offset, last numbers and escalations."""
 
@@ -205,9 +175,11 @@ class RunWatch:
                 self.rate = made / (now - self.seen_step[0]) if made > 0 else None
             self.seen_step = (now, self.step)
 
-    def take(self, step: int | None, loss: float | None) -> None:
+    def take(self, step: int | None, loss: float | None, total: int | None = None) -> None:
         if step is not None:
             self.step = step
+        if total and total > 0 and not self.total:
+            self.total = total
         if loss is None:
             return
         self.loss = loss
@@ -240,26 +212,6 @@ class RunWatch:
                 return f.read(limit).decode("utf-8", "replace")
         except OSError:
             return ""
-
-
-class Ring:
-    """Bounded (time, used, limit) samples and the trend of `used` over a window."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[float, float, float]] = []
-
-    def add(self, t: float, used: float, limit: float) -> None:
-        self.items.append((t, used, limit))
-        del self.items[:-RING]
-
-    def slope(self, window: float, min_span: float) -> float | None:
-        """Least-squares growth of `used` per second over the last `window` seconds."""
-        pts = [(t, u) for t, u, _ in self.items if t >= self.items[-1][0] - window] if self.items else []
-        if len(pts) < 3 or pts[-1][0] - pts[0][0] < min_span:
-            return None
-        mt, mu = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
-        var = sum((p[0] - mt) ** 2 for p in pts)
-        return sum((p[0] - mt) * (p[1] - mu) for p in pts) / var if var else None
 
 
 def cgroup_memory(root: str, pid: str) -> tuple[str, str] | None:
@@ -307,10 +259,6 @@ def _numbers(path: str, sep: str) -> dict[str, int]:
             with contextlib.suppress(ValueError, IndexError):
                 found[k] = int(v.split()[0])
     return found
-
-
-def gib(n: float) -> str:
-    return "%.1f GiB" % (n / 2**30)
 
 
 def scan_runs(root: str) -> tuple[int, float | None]:

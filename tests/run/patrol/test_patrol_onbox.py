@@ -379,3 +379,15 @@ def test_a_run_whose_wrapper_vanished_without_an_exit_code_is_reported_lost(
     assert patrol.wait_exit() == 0
     [lost] = run.escalations()
     assert lost["kind"] == "lost" and lost["level"] == "crit", lost
+
+
+def test_a_log_that_names_its_total_gets_an_eta_on_the_status_line(
+        durable: Path, start_run: StartRun, start_patrol: StartPatrol) -> None:
+    script = ('i=0; while [ ! -e "$RGT_RUN_DIR/release" ]; do i=$((i+1)); echo "step $i/5000 loss=0.5"; '
+              'sleep 0.05; done\n')
+    run = start_run("eta-1", script)
+    patrol = start_patrol(base_spec(durable, runs=[str(run.dir)]))
+    line = patrol.wait_line(lambda ln: "ETA" in ln)
+    assert "eta-1 alive step" in line and "/5000" in line, line
+    run.release()
+    assert patrol.wait_exit() == 0
