@@ -12,12 +12,14 @@ rather than packing again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
 import queue
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
@@ -56,7 +58,38 @@ def _hash_prefix(path: Path, h: hashlib._Hash) -> int:
         while chunk := f.read(CHUNK):
             h.update(chunk)
             n += len(chunk)
+    global REHASHED_BYTES
+    REHASHED_BYTES += n
     return n
+
+
+# The running hash of each partial file this process left, keyed by path and checked against the
+# file's size, mtime and inode: a budgeted pull resumed by the next call continues the hash where
+# it stopped instead of re-reading every byte already received (which made a pull's cost grow with
+# the square of its size). After a restart, or if the file changed, the prefix is hashed again.
+PARTIAL_HASHES: OrderedDict[str, tuple[tuple[int, int, int], hashlib._Hash]] = OrderedDict()
+PARTIAL_HASHES_MAX = 64
+REHASHED_BYTES = 0  # bytes hashed again from disk: what a resume that lost its hash costs
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+async def _resume_hash(partial: Path, h: hashlib._Hash) -> hashlib._Hash:
+    kept = PARTIAL_HASHES.pop(str(partial), None)
+    if kept is not None and kept[0] == _stamp(partial):
+        return kept[1].copy()
+    await asyncio.to_thread(_hash_prefix, partial, h)
+    return h
+
+
+def _keep_hash(partial: Path, h: hashlib._Hash) -> None:
+    with contextlib.suppress(OSError):
+        PARTIAL_HASHES[str(partial)] = (_stamp(partial), h.copy())
+    while len(PARTIAL_HASHES) > PARTIAL_HASHES_MAX:
+        PARTIAL_HASHES.popitem(last=False)
 
 
 def local_ok(dest: Path, mf: ManifestFile, rec: PulledFile | None) -> bool:
@@ -138,7 +171,7 @@ class Puller:
             partial.unlink()
             offset = 0
         if offset:
-            await asyncio.to_thread(_hash_prefix, partial, h)
+            h = await _resume_hash(partial, h)
         with partial.open("ab") as out:
             # A writer thread hashes and writes while the event loop keeps receiving.
             q: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
@@ -164,6 +197,8 @@ class Puller:
                 await writer
                 out.flush()
                 os.fsync(out.fileno())
+        if stopped:
+            _keep_hash(partial, h)
         return not stopped, pos, h.hexdigest()
 
     def _finish(self, mf: ManifestFile, partial: Path, size: int, digest: str) -> None:

@@ -240,3 +240,37 @@ async def test_a_finished_verification_links_its_record_and_the_pulled_files(res
     assert Path(r["verified_path"]).as_uri() in links, "the client can open PULL_VERIFIED.json"
     assert Path(r["dest"]).as_uri() in links, "and the folder of pulled copies"
     assert (Path(r["dest"]) / "train.csv").is_file()
+
+
+async def test_a_budgeted_pull_resumes_its_hash_and_never_rereads_the_bytes_it_hashed(results, client) -> None:
+    """Issue 33: each resumed call continued the hash from its partial file's first byte, so a pull
+    cost grew with the square of its size and, past the budget, never moved again."""
+    from mcp_server.verify.artifacts import pull
+
+    with (results / "big.bin").open("wb") as f:
+        f.truncate(400_000_000)  # sparse: cheap to create, 400 MB to hash and move
+    pull.PARTIAL_HASHES.clear()
+    before = pull.REHASHED_BYTES
+    calls = 0
+    while True:
+        calls += 1
+        r = await verify(client, root=str(results), roster=["big.bin"], budget_s=2)
+        if r["done"]:
+            break
+        assert calls < 200
+    assert r["passed"] is True and calls > 1, calls
+    assert before == pull.REHASHED_BYTES, "bytes already hashed were read again"
+
+
+async def test_after_a_restart_the_partial_is_hashed_once_more_and_the_pull_still_verifies(results, client) -> None:
+    from mcp_server.verify.artifacts import pull
+
+    with (results / "big.bin").open("wb") as f:
+        f.truncate(300_000_000)
+    first = await verify(client, root=str(results), roster=["big.bin"], budget_s=2)
+    assert first["done"] is False
+    pull.PARTIAL_HASHES.clear()  # what a server restart forgets
+    before = pull.REHASHED_BYTES
+    last = await until_done(client, root=str(results), roster=["big.bin"], budget_s=2)
+    assert last["passed"] is True
+    assert 0 < pull.REHASHED_BYTES - before <= 300_000_000  # the prefix once, not once per call
