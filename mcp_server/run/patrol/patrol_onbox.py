@@ -194,11 +194,14 @@ class Patrol:
         with contextlib.suppress(OSError):
             r.read_log(now)
         see = f"tail_logs host={self.host} run_id={r.id}"
-        if r.nan_at is not None:
-            self.escalate("nan:" + r.id, "nan", "crit", r, f"{r.id}: non-finite loss",
-                          "the loss became non-finite" + (f" at step {r.nan_at}" if r.nan_at is not None else ""),
-                          "check precision (fp16/bf16, GradScaler), learning rate and warmup, and the data; "
-                          "never blind-restart", see)
+        if r.nan is not None:
+            self.escalate("nan:" + r.id, "nan", "crit", r, f"{r.id}: non-finite loss", "the loss became non-finite"
+                          + reads.at_step(r.nan[0]), "check precision (fp16/bf16, GradScaler), learning rate and "
+                          "warmup, and the data; never blind-restart", see)
+        if r.diverged is not None:
+            self.escalate("diverged:" + r.id, "diverged", "warn", r, f"{r.id}: loss diverging", "the loss's running "
+                          f"median is {r.diverged[1]:.1f}x its lowest" + reads.at_step(r.diverged[0]),
+                          "look at the curve (plot_run); a lower learning rate, or the last good checkpoint", see)
         if r.state in reads.ENDED:
             self.end_run(r, see)
             return

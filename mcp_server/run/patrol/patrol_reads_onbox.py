@@ -25,6 +25,7 @@ LOG_CAP = 1 << 20  # log bytes read per run and tick
 SIG_SCAN = 256 * 1024  # log tail searched for a failure signature
 EXCERPT_LINES, EXCERPT_CHARS = 20, 2000
 UNLIMITED = 1 << 60
+DIVERGE_WINDOW, DIVERGE_FACTOR = 9, 3.0  # losses in the running median; how far above its floor is divergence
 ENDED = ("succeeded", "failed", "cancelled", "sync_failed", "lost")
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
@@ -64,6 +65,10 @@ def load_json(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def at_step(step: int | None) -> str:
+    return f" at step {step}" if step is not None else ""
 
 
 def wrapper_alive(run_dir: str, pid: str | None, script: str) -> bool:
@@ -139,7 +144,10 @@ class RunWatch:
         self.best: float | None = None
         self.rate: float | None = None
         self.seen_step: tuple[float, int] | None = None
-        self.nan_at: int | None = None
+        self.nan: tuple[int | None] | None = None  # (the step it was first seen at), once seen
+        self.recent: list[float] = []  # the last finite losses, for a running median
+        self.floor: float | None = None  # the lowest running median so far
+        self.diverged: tuple[int | None, float] | None = None  # (step, running median / floor), once seen
         self.state = "starting"
         self.code: str | None = None
         self.done, self.retries = False, 0
@@ -184,9 +192,15 @@ class RunWatch:
             return
         self.loss = loss
         if not math.isfinite(loss):
-            self.nan_at = self.step if self.nan_at is None else self.nan_at
-        elif self.best is None or loss < self.best:
-            self.best = loss
+            self.nan = self.nan or (self.step,)
+            return
+        self.best = loss if self.best is None or loss < self.best else self.best
+        self.recent = (self.recent + [loss])[-DIVERGE_WINDOW:]
+        if len(self.recent) == DIVERGE_WINDOW:  # a median: one lucky dip or one spike decides nothing
+            median = sorted(self.recent)[DIVERGE_WINDOW // 2]
+            self.floor = median if self.floor is None else min(self.floor, median)
+            if self.diverged is None and self.floor > 0 and median > DIVERGE_FACTOR * self.floor:
+                self.diverged = (self.step, median / self.floor)
 
     def describe(self, now: float) -> str:
         parts = [self.id, self.state + ("" if self.code in (None, "0") else f" (exit {self.code})")]

@@ -391,3 +391,31 @@ def test_a_log_that_names_its_total_gets_an_eta_on_the_status_line(
     assert "eta-1 alive step" in line and "/5000" in line, line
     run.release()
     assert patrol.wait_exit() == 0
+
+
+def test_a_nan_loss_in_a_log_that_names_no_step_is_still_escalated(
+        durable: Path, start_run: StartRun, start_patrol: StartPatrol) -> None:
+    run = start_run("nan-2", 'echo "loss=0.9"\necho "loss=nan"\nwait_release\n')
+    start_patrol(base_spec(durable, runs=[str(run.dir)]))
+    until(lambda: run.escalations("nan"), what="a NaN escalation without a step")
+    [nan] = run.escalations("nan")
+    assert "at step" not in nan["text"]
+    run.release()
+
+
+def test_a_loss_that_climbs_and_stays_up_is_escalated_and_a_noisy_healthy_one_is_not(
+        durable: Path, start_run: StartRun, start_patrol: StartPatrol) -> None:
+    healthy = "".join(f'echo "step={i} loss={0.1 + 0.05 * (-1) ** i + (0.2 if i == 30 else 0):.3f}"\n'
+                      for i in range(1, 60))  # noisy around a floor, one spike: no divergence
+    climbing = "".join(f'echo "step={i} loss={1.0 if i < 20 else 5.0:.3f}"\n' for i in range(1, 40))
+    ok = start_run("healthy-1", healthy + "wait_release\n")
+    bad = start_run("diverge-1", climbing + "wait_release\n")
+    patrol = start_patrol(base_spec(durable, runs=[str(ok.dir), str(bad.dir)]))
+    until(lambda: bad.escalations("diverged"), what="a divergence escalation")
+    [diverged] = bad.escalations("diverged")
+    assert diverged["level"] == "warn" and "5.0x its lowest" in diverged["text"], diverged
+    patrol.wait_line(lambda ln: "healthy-1 alive step 59" in ln)
+    assert ok.escalations("diverged") == []
+    ok.release()
+    bad.release()
+    assert patrol.wait_exit() == 0
