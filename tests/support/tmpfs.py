@@ -1,8 +1,9 @@
-"""A real tmpfs of a chosen size for a test's length: how the tests make a disk (or an inode
-table) that really fills up."""
+"""A small tmpfs for tests about a disk that fills: mounted under the test's tmp dir, unmounted
+after; the test is skipped where mounting is not allowed (it needs root, as CI runs)."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,13 +11,14 @@ from pathlib import Path
 import pytest
 
 
-def mounted_tmpfs(mnt: Path, options: str) -> Iterator[Path]:
-    """A tmpfs at `mnt` with `options` (skips where mounting is not allowed)."""
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root here")
     try:
-        yield mnt
+        yield where
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)

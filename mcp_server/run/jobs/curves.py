@@ -22,6 +22,7 @@ from mcp_server.run.jobs import tbevents
 from mcp_server.run.jobs.metrics import Points, SeriesStats, merge, parse_csv, parse_text, summarize
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import check_run_id, run_dir_path
+from mcp_server.run.jobs.sections import split_sections
 from mcp_server.run.jobs.status import RunState, parse_state
 
 FILE_WINDOW = 4 * 1024 * 1024
@@ -48,15 +49,8 @@ class RunData:
 
 
 def _sections(out: bytes, nonce: str) -> tuple[str, list[tuple[str, int, str]]]:
-    marker = f"@@F{nonce} ".encode()
-    body = out.partition(f"@@E{nonce}\n".encode())[0]
-    head, *parts = body.split(marker)
-    found = []
-    for part in parts:
-        first, _, content = part.partition(b"\n")
-        name, _, size = first.decode("utf-8", "replace").partition(" ")
-        found.append((name, int(size) if size.isdigit() else 0, content.decode("utf-8", "replace")))
-    return head.decode("utf-8", "replace"), found
+    head, found = split_sections(out, nonce)
+    return head, [(f.name, f.size, f.content.decode("utf-8", "replace")) for f in found]
 
 
 def _clean_keys(series: dict[str, Points]) -> dict[str, Points]:

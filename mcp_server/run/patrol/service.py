@@ -1,16 +1,14 @@
-"""The patrol tool's domain side: ship the on-box files, start a patrol as a detached run under
-the launch wrapper (so it outlives SSH and the server, and list_runs/cancel_run see it), stop it
-through its stop file, read where patrols stand, and send a test message through the channels.
+"""launch_detached's `watch`, its domain side: ship the on-box files, start a patrol as a detached
+run under the launch wrapper (so it outlives SSH and the server; list_runs shows it, cancel_run
+stops it), and send a test message through the channels.
 Notification secrets reach the box only as the launch's secret_env (stdin), never argv or files."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import importlib.resources
 import json
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -24,15 +22,13 @@ from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
-from mcp_server.run.jobs.listing import list_runs
 from mcp_server.run.jobs.logs import tail_logs
 from mcp_server.run.jobs.rundir import check_run_id, run_dir_path
-from mcp_server.run.jobs.runscan import RunFilter
 from mcp_server.run.jobs.signatures import SIGNATURES
+from mcp_server.run.jobs.wait import wait_for_run
 from mcp_server.run.patrol import notify_onbox, patrol_onbox
 
 BOX_FILES = patrol_onbox.FILES + notify_onbox.FILES
-Action = Literal["start", "status", "stop", "test"]
 LOGIN_NODE_REASON = "the patrol only reads run dirs and sends messages: it belongs beside the runs it watches"
 
 
@@ -45,22 +41,6 @@ class PatrolOptions(BaseModel):
     channels: list[str] | None = None
     disk_pct: float = 95.0
     mem_pct: float = 90.0
-
-
-class PatrolRow(BaseModel):
-    run_id: str
-    name: str | None
-    status: str
-    last_line: str | None = Field(default=None, description="its latest status line; " + untrusted.NOTE)
-
-
-class PatrolResult(BaseModel):
-    host: str
-    action: Action
-    started: LaunchResult | None = None
-    patrols: list[PatrolRow] = Field(default_factory=list)
-    outcomes: list[str] = Field(default_factory=list, description="test: one line per channel, e.g. 'ops: sent'")
-    next_step: str
 
 
 def _code() -> dict[str, bytes]:
@@ -126,28 +106,6 @@ async def start(host: Host, spec: HostSpec, opts: PatrolOptions, channels: list[
         min_free_gib=0, min_free_inodes=0), ledger=ledger, redactor=redactor)
 
 
-async def patrols(host: Host, spec: HostSpec, ledger: Ledger, redactor: Redactor) -> list[PatrolRow]:
-    """The patrols on the box, newest first, each live one with its latest status line."""
-    found = await list_runs(host, spec, ledger, limit=20, where=RunFilter(name="patrol-*"))
-    rows = []
-    for r in found.runs:
-        last = None
-        if r.status == "running":
-            tail = await tail_logs(host, spec, redactor=redactor, run_id=r.run_id, lines=1, max_bytes=4096)
-            last = next((ln for ln in reversed(tail.text.splitlines()) if ln.strip()), None)
-        rows.append(PatrolRow(run_id=r.run_id, name=r.name, status=r.status, last_line=last))
-    return rows
-
-
-async def stop(host: Host, spec: HostSpec, opts: PatrolOptions) -> str:
-    """Ask a patrol to stop at its next sample (its stop file): it says so in its log and exits."""
-    state = f"{spec.durable_root}/.rgt/patrol/state-{patrol_name(opts.run_ids)}"
-    res = await host.run(f"mkdir -p {path_word(state, 'state dir')} && : > {path_word(state + '/stop', 'stop file')}",
-                         timeout=20)
-    res.check("writing the patrol's stop file")
-    return state
-
-
 async def test(host: Host, spec: HostSpec, channels: list[Channel], names: list[str] | None, *,
                ledger: Ledger | None, redactor: Redactor, wait_s: float = 25.0) -> list[str]:
     """One test message per channel, sent from the box (its route to the services, not ours)."""
@@ -166,12 +124,11 @@ async def test(host: Host, spec: HostSpec, channels: list[Channel], names: list[
                 f"--host {quote(spec.name)} < {path_word(path, 'channels')}",
         backend="shell", login_node_reason=LOGIN_NODE_REASON if spec.profile.kind == "slurm" else None,
         secret_env=secret_names, probe_s=0, min_free_gib=0, min_free_inodes=0), ledger=ledger, redactor=redactor)
-    for _ in range(int(wait_s / 0.5)):
-        tail = await tail_logs(host, spec, redactor=redactor, run_id=run.run_id, max_bytes=65536)
-        if tail.state is not None and tail.state.status not in ("running", "queued"):
-            return _outcomes(tail.text)
-        await asyncio.sleep(0.5)
-    return [f"the test run {run.run_id} is still running after {wait_s:g} s: tail_logs shows its outcome"]
+    waited = await wait_for_run(host, spec, run.run_id, redactor=redactor, timeout_s=wait_s, poll_s=0.5)
+    if not waited.ended:
+        return [f"the test run {run.run_id} is still running after {wait_s:g} s: tail_logs shows its outcome"]
+    tail = await tail_logs(host, spec, redactor=redactor, run_id=run.run_id, max_bytes=65536)
+    return _outcomes(tail.text)
 
 
 def _outcomes(log: str) -> list[str]:

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from mcp_server.knowledge import reference_uri
-from mcp_server.run.preflight.judge import Drill, _interval, _save_x
+from mcp_server.run.preflight.judge import Drill, _interval
 from mcp_server.run.preflight.models import Budget, Finding, Stage, stage
 from mcp_server.run.preflight.series import finite
 from mcp_server.run.preflight.timeline import present_at
@@ -79,7 +79,7 @@ def budget(d: Drill, planned: float | None, target: Target | None) -> tuple[Budg
     out = Budget(planned_steps=planned, checkpoint_bytes=unit, checkpoint_files=files, save_every=every,
                  retention=retention)
     found: list[Finding] = []
-    xs = [x for x in (_save_x(d, s) for s in saves) if x is not None]
+    xs = [x for x in (s.x for s in saves) if x is not None]
     if planned is None or not every:
         why = "give planned_steps (in the steps the log prints) to project the full run" if planned is None else \
             "the save interval in steps could not be read from the log"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from mcp_server.knowledge import reference_uri
@@ -42,7 +43,6 @@ class Drill:
     after_kill: list[FileVerdict] = field(default_factory=list)  # what the mid-save kill left
     framework: Framework | None = None
     steps: int = 5
-    signal: str = "TERM"
 
     def attempt(self, n: int) -> dict[str, Any] | None:
         return next((a for a in self.record.get("attempts", []) if isinstance(a, dict) and a.get("n") == n), None)
@@ -56,8 +56,9 @@ class Drill:
         xs = [p.x for p in self.points(n) if p.t <= t and p.x is not None]
         return xs[-1] if xs else None
 
-    @property
+    @cached_property
     def saves(self) -> list[Save]:
+        """The saves, grouped once: the record does not change while it is judged."""
         return saves_of(self.events, self.x_at)
 
 
@@ -142,11 +143,6 @@ def seconds_per_step(d: Drill) -> float | None:
     return round((pts[-1].t - pts[0].t) / (pts[-1].x - pts[0].x), 4)  # type: ignore[operator]
 
 
-def _save_x(d: Drill, s: Save) -> float | None:
-    """The step a save holds: the last step its attempt printed before the save began."""
-    return s.x
-
-
 def checkpoint(d: Drill) -> Stage:
     if d.attempt(1) is None:
         return stage("checkpoint", [])
@@ -187,7 +183,7 @@ def checkpoint(d: Drill) -> Stage:
 
 
 def _interval(d: Drill, saves: list[Save]) -> float | None:
-    xs = sorted({x for x in (_save_x(d, s) for s in saves) if x is not None})
+    xs = sorted({x for x in (s.x for s in saves) if x is not None})
     gaps = [b - a for a, b in zip(xs, xs[1:], strict=False) if b > a]
     if gaps:
         return statistics.median(gaps)
@@ -218,7 +214,7 @@ def _resume(d: Drill, n: int, interrupted: float | None) -> list[Finding]:
     pts = finite(d.points(n))
     start = float(a.get("started") or 0)
     done = [s for s in d.saves if s.end < start and (interrupted is None or s.start < interrupted - 0.001)]
-    done_x = [(s, _save_x(d, s)) for s in done]
+    done_x = [(s, s.x) for s in done]
     newest = next(((s, x) for s, x in reversed(done_x) if x is not None), None)
     first = finite(d.points(1))
     if not pts:

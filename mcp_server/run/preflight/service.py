@@ -30,6 +30,7 @@ from mcp_server.redact import Redactor
 from mcp_server.run.jobs.launch import LaunchRequest, LaunchResult, launch
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import check_run_id, run_dir_path
+from mcp_server.run.jobs.sections import split_sections
 from mcp_server.run.jobs.status import RunState, parse_state
 from mcp_server.run.preflight import hints
 from mcp_server.run.preflight.budget import Target, budget
@@ -106,16 +107,6 @@ async def start(host: Host, spec: HostSpec, req: PreflightRequest, *, ledger: Le
         secret_env=req.secret_env, probe_s=0, min_free_gib=0, min_free_inodes=0), ledger=ledger, redactor=redactor)
 
 
-def _sections(out: bytes, nonce: str) -> tuple[str, dict[str, bytes]]:
-    body = out.partition(f"@@E{nonce}\n".encode())[0]
-    head, *parts = body.split(f"@@F{nonce} ".encode())
-    found: dict[str, bytes] = {}
-    for part in parts:
-        first, _, content = part.partition(b"\n")
-        found[first.decode("utf-8", "replace").split(" ")[0]] = content[:-1] if content.endswith(b"\n") else content
-    return head.decode("utf-8", "replace"), found
-
-
 def _output(n: int, files: dict[str, bytes], attempt: dict[str, Any]) -> AttemptOutput:
     raw_out = files.get(f"a{n}.out", b"").decode("utf-8", "replace")
     raw_err = files.get(f"a{n}.err", b"").decode("utf-8", "replace")
@@ -152,12 +143,13 @@ async def _check(host: Host, root: str, rels: list[str], events: dict[str, Event
                 if isinstance(allowed[listed.index(path)], PathRefused):
                     continue
                 sub = path[len(root) + 1:]
-                st = await host.stat(path)
-                if st is None or st.size > budget_left:
+                try:  # read_bytes stats first and refuses what is over what is left of the budget
+                    data = await read_bytes(host, path, max_bytes=budget_left)
+                except (InputError, NotFoundError):
                     continue
-                budget_left -= st.size
+                budget_left -= len(data)
                 local = Path(tmp) / f"f{len(out)}{PurePosixPath(sub).suffix}"
-                local.write_bytes(await read_bytes(host, path, max_bytes=CHECK_MAX))
+                local.write_bytes(data)
                 out.append(check_file(local, untrusted.clean(sub)))
     return out
 
@@ -206,7 +198,7 @@ def _drill(record: dict[str, Any], files: dict[str, bytes], req: PreflightReques
                 points_of(o, req.metric, outputs[1].stream, outputs[1].key)
     events = events_of(record.get("events"))
     alltext = "\n".join(o.out for o in outputs.values())
-    return Drill(record=record, outputs=outputs, events=events, steps=req.steps, signal=req.signal,
+    return Drill(record=record, outputs=outputs, events=events, steps=req.steps,
                  framework=hints.detect(events, alltext, req.command))
 
 
@@ -218,7 +210,8 @@ async def _read(host: Host, spec: HostSpec, run_id: str) -> tuple[str, dict[str,
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
                             next_step="start one with preflight(command=...)")
-    head, files = _sections(res.stdout, nonce)
+    head, found = split_sections(res.stdout, nonce)
+    files = {f.name: f.content for f in found}
     line = next((ln[6:] for ln in head.splitlines() if ln.startswith("state=")), None)
     return head, files, parse_state(line) if line else None
 

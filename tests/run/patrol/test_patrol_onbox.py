@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from tests.run.patrol.conftest import (
     hook_channel,
     until,
 )
+from tests.support.tmpfs import small_tmpfs
 
 StartRun = Callable[..., Run]
 StartPatrol = Callable[..., Patrol]
@@ -214,14 +214,8 @@ def test_without_the_sender_escalations_are_only_logged_and_the_patrol_says_so(
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True,
-                          check=False)
-    if made.returncode != 0:
-        pytest.skip("mounting a tmpfs needs root here")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with small_tmpfs(tmp_path / "small", "8m") as mount:
+        yield mount
 
 
 def test_a_filling_disk_is_escalated_from_its_trend_before_it_is_full(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from mcp_server.knowledge import resolve
 from tests.conftest import error_text, structured
 from tests.run.jobs.conftest import Box
+from tests.support.tmpfs import small_tmpfs
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "preflight"
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="CPU torch is not installed")
@@ -180,15 +180,9 @@ async def test_a_run_id_that_is_no_preflight_is_refused(client, durable_box: Box
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 24 MiB tmpfs: a box whose durable root is small (needs root to mount, as CI runs)."""
-    root = tmp_path / "small"
-    root.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(root)], capture_output=True,
-                             check=False)
-    if mounted.returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield root
-    subprocess.run(["umount", "-l", str(root)], capture_output=True, check=False)
+    """A 24 MiB tmpfs: a box whose durable root is small."""
+    with small_tmpfs(tmp_path / "small", "24m") as root:
+        yield root
 
 
 @local_only
