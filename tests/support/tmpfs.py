@@ -1,9 +1,8 @@
-"""A small tmpfs for tests about a disk that fills: mounted under the test's tmp dir, unmounted
-after; the test is skipped where mounting is not allowed (it needs root, as CI runs)."""
+"""A real tmpfs of a chosen size for a test's length: how the tests make a disk (or an inode
+table) that really fills up."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,14 +10,13 @@ from pathlib import Path
 import pytest
 
 
-@contextlib.contextmanager
-def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                             capture_output=True, check=False)
-    if mounted.returncode != 0:
-        pytest.skip("mounting a tmpfs needs root here")
+def mounted_tmpfs(mnt: Path, options: str) -> Iterator[Path]:
+    """A tmpfs at `mnt` with `options` (skips where mounting is not allowed)."""
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
-        yield where
+        yield mnt
     finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

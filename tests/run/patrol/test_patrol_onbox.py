@@ -30,7 +30,7 @@ from tests.run.patrol.conftest import (
     hook_channel,
     until,
 )
-from tests.support.tmpfs import small_tmpfs
+from tests.support.tmpfs import mounted_tmpfs
 
 StartRun = Callable[..., Run]
 StartPatrol = Callable[..., Patrol]
@@ -214,8 +214,7 @@ def test_without_the_sender_escalations_are_only_logged_and_the_patrol_says_so(
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    with small_tmpfs(tmp_path / "small", "8m") as mount:
-        yield mount
+    yield from mounted_tmpfs(tmp_path / "small", "size=8m")
 
 
 def test_a_filling_disk_is_escalated_from_its_trend_before_it_is_full(

@@ -17,7 +17,7 @@ import pytest
 from mcp_server.knowledge import resolve
 from tests.conftest import error_text, structured
 from tests.run.jobs.conftest import Box
-from tests.support.tmpfs import small_tmpfs
+from tests.support.tmpfs import mounted_tmpfs
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "preflight"
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="CPU torch is not installed")
@@ -181,8 +181,7 @@ async def test_a_run_id_that_is_no_preflight_is_refused(client, durable_box: Box
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 24 MiB tmpfs: a box whose durable root is small."""
-    with small_tmpfs(tmp_path / "small", "24m") as root:
-        yield root
+    yield from mounted_tmpfs(tmp_path / "small", "size=24m")
 
 
 @local_only
