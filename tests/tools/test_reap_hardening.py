@@ -62,8 +62,15 @@ def holders(device: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
 
 
 def holding(pid: int) -> bool:
-    """`pid` has the device open (what fuser will see)."""
-    return any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(DEVICE) for fd in os.listdir(f"/proc/{pid}/fd"))
+    """`pid` has the device open (what fuser will see). A starting bash opens and closes files
+    while we list them, so an fd that is gone by the time we read it simply is not the device."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(DEVICE):
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def children(pid: int, n: int) -> list[int]:
