@@ -103,9 +103,10 @@ class Host(Protocol):
         ...
 
     def read_stream(
-        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024
+        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024, length: int | None = None
     ) -> AsyncIterator[bytes]:
-        """Stream a file's bytes from `offset` to its end at the time of the call."""
+        """Stream a file's bytes from `offset` to its end at the time of the call (at most
+        `length` bytes when given: one range of a file pulled over several streams)."""
         ...
 
     async def close(self) -> None: ...

@@ -124,7 +124,7 @@ class LocalHost:
         return FileStat(size=st.st_size, mtime=st.st_mtime)
 
     async def read_stream(
-        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024
+        self, path: str, offset: int = 0, chunk_size: int = 256 * 1024, length: int | None = None
     ) -> AsyncIterator[bytes]:
         p = self.local_path(path)
         try:
@@ -134,7 +134,7 @@ class LocalHost:
         try:
             end = os.fstat(f.fileno()).st_size
             f.seek(offset)
-            left = max(0, end - offset)
+            left = max(0, end - offset) if length is None else max(0, min(length, end - offset))
             while left > 0:
                 chunk = await asyncio.to_thread(f.read, min(chunk_size, left))
                 if not chunk:

@@ -361,7 +361,7 @@ class SshHost:
         return FileStat(size=int(parts[0]), mtime=float(parts[1]))
 
     async def read_stream(
-        self, path: str, offset: int = 0, chunk_size: int = 1024 * 1024
+        self, path: str, offset: int = 0, chunk_size: int = 1024 * 1024, length: int | None = None
     ) -> AsyncIterator[bytes]:
         """Stream a file from `offset` over an exec channel (`tail -c +N` seeks), which moves
         bulk data faster than asyncssh's SFTP; stopping early closes the channel."""
@@ -369,7 +369,11 @@ class SshHost:
             raise NotFoundError("file not found", host=self.name, path=path)
         conn = await self.connection()
         async with self._slow, self._channels:
-            proc = await self._start(conn, f"exec tail -c +{int(offset) + 1} -- {path_word(path)}")
+            command = f"exec tail -c +{int(offset) + 1} -- {path_word(path)}"
+            if length is not None:
+                # A range: `head -c` stops after it, which ends tail with SIGPIPE (status 141).
+                command = f"tail -c +{int(offset) + 1} -- {path_word(path)} | head -c {int(length)}"
+            proc = await self._start(conn, command)
             try:
                 with _mapped_errors(self.name, f"reading {path}"):
                     while chunk := await proc.stdout.read(chunk_size):

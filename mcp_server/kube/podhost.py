@@ -133,14 +133,15 @@ class PodHost:
             return None
         return FileStat(size=int(parts[0]), mtime=float(parts[1]))
 
-    async def read_stream(self, path: str, offset: int = 0,
-                          chunk_size: int = 256 * 1024) -> AsyncIterator[bytes]:
+    async def read_stream(self, path: str, offset: int = 0, chunk_size: int = 256 * 1024,
+                          length: int | None = None) -> AsyncIterator[bytes]:
         found = await self.stat(path)
         if found is None:
             raise NotFoundError("no such file on the PVC", host=self.name, path=path)
         pos = offset
-        while pos < found.size:
-            n = min(CHUNK_BYTES, found.size - pos)
+        end = found.size if length is None else min(found.size, offset + length)
+        while pos < end:
+            n = min(CHUNK_BYTES, end - pos)
             res = await self.run(f"tail -c +{pos + 1} -- {quote(path)} | head -c {n}", timeout=60,
                                  max_output=n + 1)
             res.check(f"reading {path}")

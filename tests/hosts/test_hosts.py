@@ -65,6 +65,15 @@ async def test_stat_and_read_stream_from_an_offset(any_host, tmp_path) -> None:
     assert await any_host.stat(str(tmp_path / "missing")) is None
 
 
+async def test_read_stream_reads_one_range_of_a_file(any_host, tmp_path) -> None:
+    f = tmp_path / "data.bin"
+    f.write_bytes(bytes(range(256)) * 4000)
+    middle = b"".join([c async for c in any_host.read_stream(str(f), offset=1000, length=300_000)])
+    assert middle == f.read_bytes()[1000:301_000]
+    tail = b"".join([c async for c in any_host.read_stream(str(f), offset=1_000_000, length=50_000)])
+    assert tail == f.read_bytes()[1_000_000:], "a range past the end stops at the end"
+
+
 async def test_output_is_capped_and_flagged(any_host) -> None:
     res = await any_host.run("head -c 100000 /dev/zero", max_output=1000)
     assert len(res.stdout) == 1000 and res.stdout_truncated
