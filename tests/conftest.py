@@ -21,6 +21,7 @@ from mcp_server.server import build_server
 from mcp_server.settings import Settings
 from tests.support import fakegpu
 from tests.support.sshd import Sshd
+from tests.support.wait import until
 
 
 @dataclass
@@ -91,21 +92,35 @@ def gpu(box: Sshd) -> Iterator[Callable[[str], fakegpu.Scenario]]:
     fakegpu.uninstall(box.fakebin)
 
 
-def make_ssh_host(env: Env, name: str = "testbox", policy: HostKeyPolicy = "strict") -> SshHost:
+def make_ssh_host(env: Env, name: str = "testbox", policy: HostKeyPolicy = "strict",
+                  command_channel: bool = True) -> SshHost:
     s = Settings.from_env()
     return SshHost(name, Destination.parse(name), known_hosts_path=s.known_hosts_path,
                    ssh_config=s.ssh_config, host_key_policy=policy,
-                   connect_timeout_s=s.connect_timeout_s, command_timeout_s=s.command_timeout_s)
+                   connect_timeout_s=s.connect_timeout_s, command_timeout_s=s.command_timeout_s,
+                   command_channel=command_channel)
 
 
-@pytest.fixture(params=["local", "ssh"])
+async def warm_command_channel(host: SshHost) -> None:
+    """Run commands until the host's persistent command channel is up (the first call on a
+    connection takes the exec path and starts the channel in the background)."""
+    async def up() -> bool:
+        await host.run("true")
+        return host.command_channel is not None and host.command_channel.up
+    await until(up, what="the command channel to start")
+
+
+@pytest.fixture(params=["local", "ssh", "ssh-exec"])
 async def any_host(request: pytest.FixtureRequest, env: Env) -> AsyncIterator[LocalHost | SshHost]:
-    """The host contract runs on both kinds."""
+    """The host contract runs on both kinds, and over SSH on both paths: the persistent command
+    channel (warm calls) and one exec channel per command (first calls, boxes without python3)."""
     if request.param == "local":
         host: LocalHost | SshHost = LocalHost()
     else:
         request.getfixturevalue("box")
-        host = make_ssh_host(env)
+        host = make_ssh_host(env, command_channel=request.param == "ssh")
+        if request.param == "ssh":
+            await warm_command_channel(host)
     yield host
     await host.close()
 

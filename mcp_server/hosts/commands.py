@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 from collections.abc import Iterable
 
-from mcp_server.errors import InputError, cut_value
+from mcp_server.errors import CommandTimeout, InputError, cut_value
+from mcp_server.hosts.base import FileStat
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -125,3 +127,42 @@ def remote_command(script: str, stdin: bytes | None) -> tuple[str, bytes | None]
 
 def kill_group(pgid: int, signal: str = "TERM") -> str:
     return f"kill -{signal} -- -{int(pgid)} 2>/dev/null; true"
+
+
+def command_timeout(host: str, script: str, limit: float) -> CommandTimeout:
+    return CommandTimeout(f"command ran past {limit:g} s; its process group on the box was killed",
+                          host=host, command=script,
+                          next_step="raise the timeout or run the work detached (launch_detached)")
+
+
+def shell_status(status: int | None, signal_name: str | None) -> int | None:
+    """The exit status a shell would report: 128 + the signal's number for a signal death; None
+    when the box reported neither (its outcome is unknown)."""
+    if status is not None and status >= 0:
+        return status
+    if signal_name:
+        try:
+            return 128 + int(signal.Signals["SIG" + signal_name.upper().removeprefix("SIG")])
+        except KeyError:
+            return 128
+    return None
+
+
+def read_range_command(path: str, offset: int, length: int | None) -> str:
+    """Stream a file from `offset` (`tail -c +N` seeks), `length` bytes of it when given (`head -c`
+    stops there, which ends tail with SIGPIPE; the pipeline's status is head's)."""
+    if length is None:
+        return f"exec tail -c +{int(offset) + 1} -- {path_word(path)}"
+    return f"tail -c +{int(offset) + 1} -- {path_word(path)} | head -c {int(length)}"
+
+
+def stat_command(path: str) -> str:
+    return f"stat -L -c '%s %Y %F' -- {path_word(path)} 2>/dev/null || true"
+
+
+def parse_stat(text: str) -> FileStat | None:
+    """Size and mtime from `stat_command`'s output; None unless it names a regular file."""
+    parts = text.split(" ", 2)
+    if len(parts) < 3 or not parts[2].startswith("regular"):
+        return None
+    return FileStat(size=int(parts[0]), mtime=float(parts[1]))

@@ -1,12 +1,12 @@
 """SshHost: a box over SSH (asyncssh). The only module that imports asyncssh.
 
-One pooled connection per host, reused across calls; at most `max_channels` channels at
-once (sshd's MaxSessions is 10). ~/.ssh/config (Host aliases, HostName, Port, User,
-IdentityFile, ProxyJump) and ssh-agent are honoured. Host keys are checked strictly
-against known_hosts; `accept-new` pins a first-seen key in the server's own file; a
-changed key is always refused with both fingerprints. asyncssh and socket errors are
-mapped to ours in `_mapped_errors`, nowhere else. The rules that need no asyncssh live
-beside it: destination.py, ssh_config.py (what the config means), known_hosts.py (policy).
+One pooled connection per host; warm commands go over its persistent command channel (one round
+trip each, session.py), others over one exec channel each, at most `max_channels` at once (sshd's
+MaxSessions is 10). ~/.ssh/config and ssh-agent are honoured. Host keys are checked strictly
+against known_hosts; `accept-new` pins a first-seen key in the server's own file; a changed key is
+always refused with both fingerprints. asyncssh and socket errors are mapped to ours in
+`_mapped_errors`, nowhere else. Rules that need no asyncssh live beside it: destination.py,
+ssh_config.py (what the config means), known_hosts.py (policy), commands.py (shell words).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import contextlib
 import getpass
 import logging
 import os
-import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,7 +29,6 @@ with quiet_known_warnings():
 
 from mcp_server.errors import (
     AuthError,
-    CommandTimeout,
     ConfigError,
     HostKeyError,
     NotFoundError,
@@ -38,7 +36,16 @@ from mcp_server.errors import (
     TransportError,
 )
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
-from mcp_server.hosts.commands import kill_group, path_word, refuse_nul, remote_command
+from mcp_server.hosts.commands import (
+    command_timeout,
+    kill_group,
+    parse_stat,
+    read_range_command,
+    refuse_nul,
+    remote_command,
+    shell_status,
+    stat_command,
+)
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.known_hosts import (
     HostKeyPolicy,
@@ -48,6 +55,7 @@ from mcp_server.hosts.known_hosts import (
     pin_key,
     unknown_key_error,
 )
+from mcp_server.hosts.session import Opened, Session, SessionSlot, Wedged, open_channel, start_command
 from mcp_server.hosts.ssh_config import ResolvedDestination, resolve_options
 from mcp_server.hosts.streams import read_capped, read_stderr_and_pgid
 from mcp_server.settings import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, MAX_CHANNELS
@@ -142,6 +150,7 @@ class SshHost:
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         max_channels: int = MAX_CHANNELS,
+        command_channel: bool = True,
     ) -> None:
         self.name = name
         self.destination = destination
@@ -159,6 +168,7 @@ class SshHost:
         self._jumps: list[_Connection] = []
         self.connects = 0  # how many TCP+SSH handshakes this host has made (pool reuse)
         self.round_trips = 0
+        self.command_channel = SessionSlot(name, self._open_command_channel) if command_channel else None
 
     # -- connection -------------------------------------------------------------------
     async def connection(self) -> _Connection:
@@ -246,6 +256,8 @@ class SshHost:
 
     async def close(self) -> None:
         async with self._lock:
+            if self.command_channel is not None:
+                self.command_channel.close()
             await self._drop()
 
     # -- commands ---------------------------------------------------------------------
@@ -263,8 +275,11 @@ class SshHost:
         self.round_trips += 1
         conn = await self.connection()
         started = time.monotonic()
+        session = self.command_channel.for_call(conn, stdin) if self.command_channel else None
+        if session is not None:
+            return await self._run_in_session(session, conn, script, stdin, limit, max_output, started)
         command, stdin = remote_command(script, stdin)
-        async with self._lane(slow), self._channels:
+        async with self._slow if slow else contextlib.nullcontext(), self._channels:
             try:
                 proc = await self._start(conn, command)
             except TransportError:
@@ -282,11 +297,7 @@ class SshHost:
             except TimeoutError:
                 await self._kill(conn, pgid)
                 proc.close()
-                raise CommandTimeout(
-                    f"command ran past {limit:g} s; its process group on the box was killed",
-                    host=self.name, command=script,
-                    next_step="raise the timeout or run the work detached (launch_detached)",
-                ) from None
+                raise command_timeout(self.name, script, limit) from None
             except BaseException:
                 await asyncio.shield(self._kill(conn, pgid))
                 proc.close()
@@ -294,8 +305,19 @@ class SshHost:
         status = self._exit_status(done, script)
         return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
 
-    def _lane(self, slow: bool) -> contextlib.AbstractAsyncContextManager[object]:
-        return self._slow if slow else contextlib.nullcontext()
+    async def _open_command_channel(self, conn: _Connection) -> Opened:
+        with _mapped_errors(self.name, "starting the command channel"):
+            return await open_channel(lambda: conn.create_process(start_command(), encoding=None),
+                                      self._channels, self.name)
+
+    async def _run_in_session(self, session: Session, conn: _Connection, script: str, stdin: bytes | None,
+                              limit: float, max_output: int, started: float) -> CommandResult:
+        try:
+            done = await session.call(script, stdin, limit, max_output)
+        except Wedged as exc:
+            await self._kill(conn, [exc.pgid] if exc.pgid else [])
+            raise command_timeout(self.name, script, limit) from None
+        return done.result(self.name, script, limit, time.monotonic() - started)
 
     async def _exchange(
         self, proc: _Process, stdin: bytes | None, pgid: list[int], max_output: int
@@ -318,16 +340,11 @@ class SshHost:
 
     def _exit_status(self, done: asyncssh.SSHCompletedProcess, script: str) -> int:
         """The exit status the shell would report (128 + signal for a signal death)."""
-        status = done.exit_status
-        if status is not None and status >= 0:
-            return status
-        if done.exit_signal:
-            return 128 + _signal_number(done.exit_signal[0])
-        raise TransportError(
-            "the connection closed before the command reported an exit status; "
-            "its outcome on the box is unknown",
-            host=self.name, command=script,
-        )
+        status = shell_status(done.exit_status, done.exit_signal[0] if done.exit_signal else None)
+        if status is None:
+            raise TransportError("the connection closed before the command reported an exit status; "
+                                 "its outcome on the box is unknown", host=self.name, command=script)
+        return status
 
     async def _start(self, conn: _Connection, command: str) -> _Process:
         """Open a session channel; a refusal (MaxSessions shared with other clients) is
@@ -354,11 +371,7 @@ class SshHost:
 
     # -- files ------------------------------------------------------------------------
     async def stat(self, path: str) -> FileStat | None:
-        res = await self.run(f"stat -L -c '%s %Y %F' -- {path_word(path)} 2>/dev/null || true")
-        parts = res.text.split(" ", 2)
-        if len(parts) < 3 or not parts[2].startswith("regular"):
-            return None
-        return FileStat(size=int(parts[0]), mtime=float(parts[1]))
+        return parse_stat((await self.run(stat_command(path))).text)
 
     async def read_stream(
         self, path: str, offset: int = 0, chunk_size: int = 1024 * 1024, length: int | None = None
@@ -369,11 +382,7 @@ class SshHost:
             raise NotFoundError("file not found", host=self.name, path=path)
         conn = await self.connection()
         async with self._slow, self._channels:
-            command = f"exec tail -c +{int(offset) + 1} -- {path_word(path)}"
-            if length is not None:
-                # A range: `head -c` stops after it, which ends tail with SIGPIPE (status 141).
-                command = f"tail -c +{int(offset) + 1} -- {path_word(path)} | head -c {int(length)}"
-            proc = await self._start(conn, command)
+            proc = await self._start(conn, read_range_command(path, offset, length))
             try:
                 with _mapped_errors(self.name, f"reading {path}"):
                     while chunk := await proc.stdout.read(chunk_size):
@@ -386,9 +395,3 @@ class SshHost:
             finally:
                 proc.close()
 
-
-def _signal_number(name: str) -> int:
-    try:
-        return int(signal.Signals["SIG" + name.upper().removeprefix("SIG")])
-    except KeyError:
-        return 0
