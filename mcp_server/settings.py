@@ -77,6 +77,8 @@ class Settings(BaseModel):
     connect_timeout_s: float = CONNECT_TIMEOUT_S
     command_timeout_s: float = COMMAND_TIMEOUT_S
     max_channels: int = MAX_CHANNELS
+    command_channel: bool = Field(default=True, description="warm SSH commands over one persistent channel per "
+                                  "connection (RGT_SSH_COMMAND_CHANNEL=0 turns it off: one exec channel each)")
     log_level: LogLevel = LOG_LEVEL
     teardown_confirm_s: float = TEARDOWN_CONFIRM_S
     http_timeout_s: float = Field(default=HTTP_TIMEOUT_S, description="each request to a platform's API")
@@ -134,6 +136,7 @@ class Settings(BaseModel):
             connect_timeout_s=_float_env(env, "RGT_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S, 1, 120),
             command_timeout_s=_float_env(env, "RGT_COMMAND_TIMEOUT", COMMAND_TIMEOUT_S, 1, 600),
             max_channels=int(_float_env(env, "RGT_MAX_CHANNELS", MAX_CHANNELS, 1, 9)),
+            command_channel=env.get("RGT_SSH_COMMAND_CHANNEL", "1").strip() != "0",
             log_level=_log_level(env.get("RGT_LOG_LEVEL", LOG_LEVEL)),
             teardown_confirm_s=_float_env(env, "RGT_TEARDOWN_CONFIRM_S", TEARDOWN_CONFIRM_S, 1, 30),
             http_timeout_s=_float_env(env, "RGT_HTTP_TIMEOUT", HTTP_TIMEOUT_S, 0.1, 120),
