@@ -1,7 +1,7 @@
 """Round trips per warm tool call over a far link (issue 33): every call goes through a real MCP
 client to the server, which reaches the loopback sshd through a relay that holds each chunk 50 ms
-each way (a box 100 ms away). A call's round trips = (its median time to the far box - to the same box on loopback) / the
-link's round trip, so the server's own work is not counted.
+each way (a box 100 ms away). A call's round trips = (its median time to the far box - to the
+same box on loopback) / the link's round trip, so the server's own work is not counted.
 Baseline in the same run: raw asyncssh `conn.run("true")` on an open connection through the same
 relay (what one exec channel costs). Targets: tail_logs, wait_for_run (ended run), list_runs,
 a second launch_detached, cancel_run (ended run) <= 2.5 RTT; verify_artifacts of one small file
