@@ -63,16 +63,57 @@ rgt_startup() {
   return 1
 }
 
-# rgt_hits WORD REAL WRITTEN: does the control word WORD ("!/abs", "!name" or "%/abs") cover
-# REAL (resolved) or WRITTEN (as given)? 0 yes, 1 no, 2 its tree could not be resolved.
+# rgt_words WORD...: resolve the folder of every word once (one realpath call for all of them):
+# word K's resolved folder in _rgtp_rK, "" when it could not be resolved ("!name" words have none).
+# The words are remembered, so the next rgt_check of the same scope in this script resolves none.
+rgt_words() {
+  _rgtp_ifs=$IFS; IFS='
+'; _rgtp_wk="$*"; IFS=$_rgtp_ifs
+  [ -n "${_rgtp_key+x}" ] && [ "$_rgtp_key" = "$_rgtp_wk" ] && return 0
+  _rgtp_n=$#
+  for _rgtp_w in "$@"; do
+    case $_rgtp_w in '!/'*|'%/'*|'+/'*) _rgtp_w=${_rgtp_w#?};; /*) ;; *) _rgtp_w=/;; esac
+    set -- "$@" "$_rgtp_w"
+  done
+  shift "$_rgtp_n"
+  _rgtp_i=0
+  if _rgtp_all=$(realpath -m -- "$@" 2>/dev/null); then
+    while IFS= read -r _rgtp_line; do
+      _rgtp_i=$((_rgtp_i + 1))
+      eval "_rgtp_r$_rgtp_i=\$_rgtp_line"
+    done <<EOF
+$_rgtp_all
+EOF
+  fi
+  if [ "$_rgtp_i" -ne "$#" ]; then  # no GNU realpath, or a word it could not resolve: one at a time
+    _rgtp_i=0
+    for _rgtp_w in "$@"; do
+      _rgtp_i=$((_rgtp_i + 1))
+      _rgtp_line=$(rgt_resolve "$_rgtp_w") || _rgtp_line=
+      eval "_rgtp_r$_rgtp_i=\$_rgtp_line"
+    done
+  fi
+  _rgtp_key=$_rgtp_wk
+}
+
+# rgt_word K: word K's resolved folder (from rgt_words), without a trailing slash, in _rgtp_rr;
+# returns 1 when it has none.
+rgt_word() {
+  eval "_rgtp_rr=\${_rgtp_r$1-}"
+  [ -n "$_rgtp_rr" ] || return 1
+  _rgtp_rr=${_rgtp_rr%/}
+}
+
+# rgt_hits WORD TREE REAL WRITTEN: does the control word WORD ("!/abs", "!name" or "%/abs"), whose
+# resolved tree is TREE, cover REAL (resolved) or WRITTEN (as given)? 0 yes, 1 no, 2 its tree
+# could not be resolved.
 rgt_hits() {
   case $1 in
     '!/'*|'%/'*)
-      _rgtp_t=${1#?}
-      _rgtp_tr=$(rgt_resolve "$_rgtp_t") || return 2
-      rgt_in "$2" "$_rgtp_tr" || rgt_in "$3" "$_rgtp_t";;
-    '!'*) case /$2/ in */"${1#!}"/*) return 0;; esac
-          case /$3/ in */"${1#!}"/*) return 0;; esac
+      [ -n "$2" ] || return 2
+      rgt_in "$3" "$2" || rgt_in "$4" "${1#?}";;
+    '!'*) case /$3/ in */"${1#!}"/*) return 0;; esac
+          case /$4/ in */"${1#!}"/*) return 0;; esac
           return 1;;
     *) return 1;;
   esac
@@ -102,13 +143,14 @@ rgt_check() {
       RGT_REFUSAL='RGT-DENIED startup-file'; return 1
     fi;;
   esac
+  rgt_words "$@"
   # The roots that hold the path (resolved, one per line) and the first one's number.
-  _rgtp_holders='' _rgtp_n=0
+  _rgtp_holders='' _rgtp_n=0 _rgtp_k=0
   for _rgtp_w in "$@"; do
+    _rgtp_k=$((_rgtp_k + 1))
     case $_rgtp_w in [!/]*) continue;; esac
     _rgtp_n=$((_rgtp_n + 1))
-    _rgtp_rr=$(rgt_resolve "$_rgtp_w") || continue
-    _rgtp_rr=${_rgtp_rr%/}
+    rgt_word "$_rgtp_k" || continue
     case $_rgtp_real in
       "$_rgtp_rr"/*) ;;
       "$_rgtp_rr") case $_rgtp_intent in read|send) ;; *) continue;; esac;;
@@ -119,10 +161,11 @@ rgt_check() {
 "
   done
   # A run's own work dir in a "+" runs folder holds the path too: a root of its own.
+  _rgtp_k=0
   for _rgtp_w in "$@"; do
+    _rgtp_k=$((_rgtp_k + 1))
     case $_rgtp_w in '+/'*) ;; *) continue;; esac
-    _rgtp_rr=$(rgt_resolve "${_rgtp_w#+}") || continue
-    _rgtp_rr=${_rgtp_rr%/}
+    rgt_word "$_rgtp_k" || continue
     case $_rgtp_real in "$_rgtp_rr"/?*/work|"$_rgtp_rr"/?*/work/*) ;; *) continue;; esac
     _rgtp_t=${_rgtp_real#"$_rgtp_rr"/}
     _rgtp_id=${_rgtp_t%%/*}
@@ -130,14 +173,18 @@ rgt_check() {
     _rgtp_holders="$_rgtp_holders$_rgtp_rr/$_rgtp_id/work
 "
   done
+  _rgtp_k=0
   for _rgtp_w in "$@"; do
+    _rgtp_k=$((_rgtp_k + 1))
     case $_rgtp_w in '!'*|'%/'*) ;; *) continue;; esac
+    _rgtp_tree=
+    case $_rgtp_w in '!/'*|'%/'*) rgt_word "$_rgtp_k" && _rgtp_tree=$_rgtp_rr;; esac
     _rgtp_rc=0
-    rgt_hits "$_rgtp_w" "$_rgtp_real" "$_rgtp_path" || _rgtp_rc=$?
+    rgt_hits "$_rgtp_w" "$_rgtp_tree" "$_rgtp_real" "$_rgtp_path" || _rgtp_rc=$?
     case $_rgtp_rc in 1) continue;; 2) RGT_REFUSAL='RGT-DENIED unresolvable'; return 1;; esac
     _rgtp_open=
     while IFS= read -r _rgtp_h; do
-      [ -n "$_rgtp_h" ] && rgt_hits "$_rgtp_w" "$_rgtp_h" "$_rgtp_h" && _rgtp_open=1
+      [ -n "$_rgtp_h" ] && rgt_hits "$_rgtp_w" "$_rgtp_tree" "$_rgtp_h" "$_rgtp_h" && _rgtp_open=1
     done <<EOF
 $_rgtp_holders
 EOF
