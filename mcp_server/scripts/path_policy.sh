@@ -63,20 +63,20 @@ rgt_startup() {
   return 1
 }
 
-# rgt_words WORD...: resolve the folder of every word once (one realpath call for all of them):
-# word K's resolved folder in _rgtp_rK, "" when it could not be resolved ("!name" words have none).
-# The words are remembered, so the next rgt_check of the same scope in this script resolves none.
+# rgt_words TARGET WORD...: resolve TARGET and the folder of every word in one realpath call:
+# TARGET in _rgtp_r0, word K's folder in _rgtp_rK, "" when it could not be resolved ("!name" words
+# have none). Without GNU realpath, or when it fails on one of them, each is resolved on its own.
 rgt_words() {
-  _rgtp_ifs=$IFS; IFS='
-'; _rgtp_wk="$*"; IFS=$_rgtp_ifs
-  [ -n "${_rgtp_key+x}" ] && [ "$_rgtp_key" = "$_rgtp_wk" ] && return 0
+  _rgtp_tg=$1
+  shift
   _rgtp_n=$#
   for _rgtp_w in "$@"; do
     case $_rgtp_w in '!/'*|'%/'*|'+/'*) _rgtp_w=${_rgtp_w#?};; /*) ;; *) _rgtp_w=/;; esac
     set -- "$@" "$_rgtp_w"
   done
   shift "$_rgtp_n"
-  _rgtp_i=0
+  set -- "$_rgtp_tg" "$@"
+  _rgtp_i=-1
   if _rgtp_all=$(realpath -m -- "$@" 2>/dev/null); then
     while IFS= read -r _rgtp_line; do
       _rgtp_i=$((_rgtp_i + 1))
@@ -85,15 +85,13 @@ rgt_words() {
 $_rgtp_all
 EOF
   fi
-  if [ "$_rgtp_i" -ne "$#" ]; then  # no GNU realpath, or a word it could not resolve: one at a time
-    _rgtp_i=0
-    for _rgtp_w in "$@"; do
-      _rgtp_i=$((_rgtp_i + 1))
-      _rgtp_line=$(rgt_resolve "$_rgtp_w") || _rgtp_line=
-      eval "_rgtp_r$_rgtp_i=\$_rgtp_line"
-    done
-  fi
-  _rgtp_key=$_rgtp_wk
+  [ "$_rgtp_i" -eq $(($# - 1)) ] && return 0
+  _rgtp_i=-1
+  for _rgtp_w in "$@"; do
+    _rgtp_i=$((_rgtp_i + 1))
+    _rgtp_line=$(rgt_resolve "$_rgtp_w") || _rgtp_line=
+    eval "_rgtp_r$_rgtp_i=\$_rgtp_line"
+  done
 }
 
 # rgt_word K: word K's resolved folder (from rgt_words), without a trailing slash, in _rgtp_rr;
@@ -124,14 +122,16 @@ rgt_check() {
   shift 2
   RGT_REAL='' RGT_UNDER='' RGT_REFUSAL=''
   _rgtp_real=
+  # What is resolved: the whole path (read, send), or its folder (write, delete); with the words.
   case $_rgtp_intent in
-    read|send) _rgtp_real=$(rgt_resolve "$_rgtp_path") || _rgtp_real=;;
+    read|send) rgt_words "$_rgtp_path" "$@"; _rgtp_real=$_rgtp_r0;;
     write|delete)
       case /$_rgtp_path/ in */../*|*/./*) RGT_REFUSAL='RGT-DENIED dotdot'; return 1;; esac
       while :; do case $_rgtp_path in ?*/) _rgtp_path=${_rgtp_path%/};; *) break;; esac; done
       if [ -L "$_rgtp_path" ]; then RGT_REFUSAL='RGT-DENIED symlink'; return 1; fi
-      _rgtp_dir=$(rgt_resolve "$(dirname -- "$_rgtp_path")") &&
-        _rgtp_real=${_rgtp_dir%/}/${_rgtp_path##*/};;
+      case $_rgtp_path in */*) _rgtp_dir=${_rgtp_path%/*}; _rgtp_dir=${_rgtp_dir:-/};; *) _rgtp_dir=.;; esac
+      rgt_words "$_rgtp_dir" "$@"
+      [ -z "$_rgtp_r0" ] || _rgtp_real=${_rgtp_r0%/}/${_rgtp_path##*/};;
     *) RGT_REFUSAL='RGT-DENIED intent'; return 1;;
   esac
   [ -n "$_rgtp_real" ] || { RGT_REFUSAL='RGT-DENIED unresolvable'; return 1; }
@@ -143,7 +143,6 @@ rgt_check() {
       RGT_REFUSAL='RGT-DENIED startup-file'; return 1
     fi;;
   esac
-  rgt_words "$@"
   # The roots that hold the path (resolved, one per line) and the first one's number.
   _rgtp_holders='' _rgtp_n=0 _rgtp_k=0
   for _rgtp_w in "$@"; do

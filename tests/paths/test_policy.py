@@ -27,9 +27,25 @@ __all__ = ["local_box"]
 SECRET = "BEGIN-OPENSSH-PRIVATE-KEY-canary-91b0"
 
 
-def confine(intent: str, path: Path | str, words: list[str], shell: str = "sh") -> str:
+def confine(intent: str, path: Path | str, words: list[str], shell: str = "sh", bin_dir: Path | None = None) -> str:
+    """rgt_confine's answer; `bin_dir` goes first on PATH (a box without GNU realpath)."""
     body = policy.library() + f"rgt_confine {scripts.quote(intent)} {scripts.quote(str(path))} {' '.join(words)}\n"
-    return subprocess.run([shell, "-c", body], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}") if bin_dir else None
+    return subprocess.run([shell, "-c", body], capture_output=True, text=True, timeout=30, check=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture(params=["gnu-realpath", "no-realpath"])
+def bin_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path | None:
+    """The policy resolves with one GNU `realpath -m` call; without it (busybox, macOS), with
+    readlink one path at a time. Both must decide the same."""
+    if request.param == "gnu-realpath":
+        return None
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "realpath").write_text("#!/bin/sh\necho 'realpath: unrecognized option -m' >&2\nexit 1\n")
+    (shim / "realpath").chmod(0o755)
+    return shim
 
 
 # Paths on and off the deny list, as written (the box decides by the whole path or by its name).
@@ -72,19 +88,19 @@ def durable(tmp_path: Path) -> Path:
     ("read", ".rgt/box.env", "RGT-DENIED control .rgt"),
 ])
 def test_a_runs_own_work_dir_is_data_and_the_rest_of_the_run_dir_is_not(durable: Path, intent: str, rel: str,
-                                                                          answer: str) -> None:
+                                                                          answer: str, bin_dir: Path | None) -> None:
     words = policy.confine_words(str(durable), [str(durable)])
-    got = confine(intent, f"{durable}/{rel}", words)
+    got = confine(intent, f"{durable}/{rel}", words, bin_dir=bin_dir)
     assert got == (os.path.realpath(f"{durable}/{rel}") if answer == "ok" else answer)
 
 
-def test_a_work_dir_replaced_by_a_symlink_opens_nothing(durable: Path, tmp_path: Path) -> None:
+def test_a_work_dir_replaced_by_a_symlink_opens_nothing(durable: Path, tmp_path: Path, bin_dir: Path | None) -> None:
     work = durable / ".rgt/runs/r1/work"
     (work / "out.pt").unlink()
     work.rmdir()
     work.symlink_to(durable / ".rgt")
     (durable / ".rgt/box.env").write_text(SECRET)
-    got = confine("read", work / "box.env", policy.confine_words(str(durable), [str(durable)]))
+    got = confine("read", work / "box.env", policy.confine_words(str(durable), [str(durable)]), bin_dir=bin_dir)
     assert got == "RGT-DENIED control .rgt"
 
 
