@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import gc
 import ipaddress
 import json
 import logging
@@ -15,15 +16,17 @@ import os
 import re
 import sys
 from collections.abc import Coroutine
-from typing import Any
-
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from mcp_server import __version__, cli_text, statedir
 from mcp_server.errors import RgtError
-from mcp_server.facts import DEFAULT_MONTHS
-from mcp_server.server import build_server
-from mcp_server.settings import LOG_LEVEL, Settings
+
+if TYPE_CHECKING:  # imported where used: main pauses the collector before the start's imports
+    from mcp.server import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from mcp_server.app import App
+    from mcp_server.settings import Settings
 
 EPILOG = """\
 environment:
@@ -51,6 +54,9 @@ examples:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from mcp_server.facts import DEFAULT_MONTHS
+    from mcp_server.settings import LOG_LEVEL
+
     p = argparse.ArgumentParser(
         prog="remote-gpu-trainer-mcp",
         description="MCP server: run, verify and deliver deep-learning experiments on GPU boxes.",
@@ -98,12 +104,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _built(settings: Settings | None = None, *, only_tool: str | None = None, http_token: str | None = None,
+           http_url: str | None = None) -> MCPServer[App]:
+    """build_server, and the collector back on: main pauses it for the start, whose ~200k new
+    objects (modules, classes, schemas) nearly all live as long as the process, so collecting
+    among them is wasted work (~0.1-0.2 s of every start)."""
+    from mcp_server.server import build_server
+
+    try:
+        return build_server(settings, only_tool=only_tool, http_token=http_token, http_url=http_url)
+    finally:
+        gc.enable()
+
+
+def _serving(server: MCPServer[App]) -> MCPServer[App]:
+    """`server`, with everything the start built set aside for good: it lives as long as the server,
+    and a collection that walked it again (the first ones after the pause would) delays the first
+    replies. The start's few cyclic leftovers (~3 MB) stay with it."""
+    gc.freeze()
+    return server
+
+
 async def _call(tool: str, arguments: dict[str, Any], as_json: bool) -> int:
     """Print the result: on a terminal its short reading (what a model reads), else, or with
     --json, the whole structured result as JSON (what scripts parse)."""
     from mcp import Client
 
-    async with Client(build_server(only_tool=tool), read_timeout_seconds=120) as client:
+    async with Client(_built(only_tool=tool), read_timeout_seconds=120) as client:
         result = await client.call_tool(tool, arguments)
     if result.is_error:
         text = "\n".join(getattr(c, "text", "") for c in result.content)
@@ -124,7 +151,7 @@ async def _tools(name: str | None) -> int:
     """The tool list, or with `name` that tool's arguments (from its full schema resource)."""
     from mcp import Client
 
-    async with Client(build_server()) as client:
+    async with Client(_built()) as client:
         listed = await client.list_tools()
         tool = next((t for t in listed.tools if t.name == name), None)
         page = await client.read_resource(f"schemas://tools/{name}") if tool is not None else None
@@ -145,7 +172,7 @@ async def _tools(name: str | None) -> int:
 async def _resources() -> int:
     from mcp import Client
 
-    async with Client(build_server()) as client:
+    async with Client(_built()) as client:
         fixed = (await client.list_resources()).resources
         shaped = (await client.list_resource_templates()).resource_templates
     for line in cli_text.resource_lines([(str(r.uri), r.title) for r in fixed],
@@ -159,7 +186,7 @@ async def _read(uri: str, as_json: bool) -> int:
     from mcp import Client
     from mcp.shared.exceptions import MCPError
 
-    async with Client(build_server(), read_timeout_seconds=120) as client:
+    async with Client(_built(), read_timeout_seconds=120) as client:
         try:
             page = await client.read_resource(uri)
         except MCPError as exc:
@@ -203,6 +230,7 @@ def _demo(folder: str | None) -> int:
     from mcp import Client
 
     from mcp_server.demo.runner import prepare, run_demo
+    from mcp_server.settings import Settings
 
     base = Path(folder).expanduser() if folder else Settings.from_env().home / "demo" / time.strftime("%Y%m%d-%H%M%S")
     if base.exists() and any(base.iterdir()):
@@ -212,7 +240,7 @@ def _demo(folder: str | None) -> int:
     settings = prepare(base)
 
     async def go() -> int:
-        async with Client(build_server(settings), read_timeout_seconds=120) as client:
+        async with Client(_built(settings), read_timeout_seconds=120) as client:
             return await run_demo(base, lambda line: print(line, flush=True), client)
     return asyncio.run(go())
 
@@ -228,6 +256,16 @@ def _to_reader(command: Coroutine[Any, Any, int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc.disable()  # until the server is built (_built): the start's objects live on, collecting them is waste
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def _main(argv: list[str] | None) -> int:
+    from mcp_server.settings import Settings
+
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -259,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_http(args.host, args.port, args.allow_remote, args.allowed_host)
     from mcp_server.server import serve_stdio
 
-    asyncio.run(serve_stdio(build_server()))
+    asyncio.run(serve_stdio(_serving(_built())))
     return 0
 
 
@@ -281,6 +319,8 @@ def _transport_security(bind: str, names: list[str]) -> TransportSecuritySetting
     """The Host/Origin checks against DNS rebinding, set here for every bind (the SDK sets them
     on its own only for 127.0.0.1, localhost and ::1): loopback names, the bind address unless
     it is a wildcard, and the names the user gave; never any host."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     hosts = list(LOOPBACK_NAMES)
     try:
         wildcard = ipaddress.ip_address(bind).is_unspecified
@@ -324,6 +364,8 @@ def _serve_http(host: str, port: int, allow_remote: bool, names: list[str]) -> i
     if refused:
         print(refused, file=sys.stderr)
         return 2
+    from mcp_server.settings import Settings
+
     settings = Settings.from_env()
     try:
         token, created = statedir.http_token(settings.home, settings.http_token)
@@ -334,7 +376,7 @@ def _serve_http(host: str, port: int, allow_remote: bool, names: list[str]) -> i
         print(f"remote-gpu-trainer: HTTP clients must send 'Authorization: Bearer {token}' (saved, 0600, in "
               f"{settings.home / 'http-token'}; shown this once)", file=sys.stderr)
     url = f"http://{'127.0.0.1' if loopback else host}:{port}/mcp"
-    build_server(settings, http_token=token, http_url=url).run(
+    _serving(_built(settings, http_token=token, http_url=url)).run(
         "streamable-http", host=host, port=port, transport_security=_transport_security(host, names))
     return 0
 

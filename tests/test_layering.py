@@ -1,6 +1,6 @@
 """Imports point one way: only server.py, __main__.py and tools/ import mcp; only
 hosts/ssh.py imports asyncssh; domain packages never import the adapter layer; the on-box
-scripts package is a leaf."""
+scripts package is a leaf; no two modules import each other, directly or round a circle."""
 
 from __future__ import annotations
 
@@ -37,6 +37,86 @@ def internal(name: str) -> str | None:
 
 def modules() -> list[tuple[str, set[str]]]:
     return [(p.relative_to(PKG).as_posix(), imports(p)) for p in sorted(PKG.rglob("*.py"))]
+
+
+def module_name(relative: str) -> str:
+    """`hosts/pool.py` -> `hosts.pool`; a package's `__init__.py` is the package."""
+    return relative.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The package modules one module imports anywhere: at the top, inside functions (the lazy
+    ones) and under TYPE_CHECKING (a circle that only typing closes still ties two designs).
+    `from a import b` imports module a.b when b is one, else a itself."""
+    package = ["mcp_server", *path.relative_to(PKG).parent.parts]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {internal(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[: len(package) - node.level + 1], node.module or ""]) if node.level else ""
+            mod = internal((base or node.module or "").strip("."))
+            subs = {f"{mod}.{a.name}" if mod else internal(f"mcp_server.{a.name}") for a in node.names}
+            found |= {s if s in known else mod for s in subs}
+    return {m for m in found if m in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the package modules it imports."""
+    paths = {module_name(p.relative_to(PKG).as_posix()): p for p in sorted(PKG.rglob("*.py"))}
+    known = set(paths)
+    return {name: imported_modules(p, known) - {name} for name, p in paths.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of two or more modules (Tarjan), each sorted: every module in
+    a group reaches every other by imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def describe(group: list[str], graph: dict[str, set[str]]) -> str:
+    inside = set(group)
+    return "; ".join(f"{m} -> {', '.join(sorted(graph[m] & inside))}" for m in group)
+
+
+def test_the_cycle_finder_names_each_circle_and_only_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_sees_imports_inside_functions() -> None:
+    graph = import_graph()
+    assert "run.jobs.engines.kube.audit" in graph["tools.audit"], "a lazy import in _audit_full"
+    assert "hosts.kube_api" in graph["hosts.pool"], "a lazy and a TYPE_CHECKING import"
+
+
+def test_no_modules_import_each_other_round_a_circle() -> None:
+    graph = import_graph()
+    assert [describe(group, graph) for group in import_cycles(graph)] == []
 
 
 def test_import_names_are_resolved_to_package_paths() -> None:

@@ -25,7 +25,7 @@ from mcp_server.knowledge import Profile, profile
 from mcp_server.settings import Settings
 
 if TYPE_CHECKING:
-    from mcp_server.kube.runs import KubeHost
+    from mcp_server.hosts.kube_api import KubeConnection
 
 LOCAL = "local"
 KUBERNETES: Literal["kubernetes"] = "kubernetes"
@@ -131,7 +131,7 @@ class HostPool:
         self.settings = settings
         self.inventory = inventory if inventory is not None else Inventory.load(settings.config_path)
         self._hosts: dict[str, Host] = {}
-        self._kube: dict[str, KubeHost] = {}
+        self._kube: dict[str, KubeConnection] = {}
         self._lock = asyncio.Lock()
 
     def spec(self, name: str, host_key_policy: HostKeyPolicy | None = None) -> HostSpec:
@@ -204,17 +204,18 @@ class HostPool:
             connect_timeout_s=s.connect_timeout_s,
             command_timeout_s=s.command_timeout_s,
             max_channels=s.max_channels,
+            command_channel=s.command_channel,
         )
 
-    def kube(self, spec: HostSpec) -> KubeHost:
-        """The API client side of a Kubernetes host (one per host name)."""
-        from mcp_server.kube.runs import KubeHost  # the engine loads only when a Kubernetes host is used
+    def kube(self, spec: HostSpec) -> KubeConnection:
+        """The API connection of a Kubernetes host (one per host name)."""
+        from mcp_server.hosts.kube_api import KubeConnection  # the client loads only when a Kubernetes host is used
 
         if spec.kind != KUBERNETES:
             raise InputError(f"{spec.name} is not a Kubernetes host", host=spec.name)
         found = self._kube.get(spec.name)
         if found is None:
-            found = self._kube[spec.name] = KubeHost(spec)
+            found = self._kube[spec.name] = KubeConnection(spec.name, spec.kubernetes)
         return found
 
     async def close(self) -> None:

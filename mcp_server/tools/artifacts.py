@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from mcp.server import MCPServer
@@ -19,7 +20,6 @@ from mcp_server.tools._common import HOST_HELP, WRITES_LOCAL, app_of, tool_error
 from mcp_server.tools._progress import reporter
 from mcp_server.verify.artifacts.cells import CellSpec
 from mcp_server.verify.artifacts.request import VerifyRequest, VerifyResult
-from mcp_server.verify.artifacts.verifier import verify_artifacts
 
 HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 RootArg = Annotated[PathStr | None, Field(
@@ -84,10 +84,19 @@ async def run_outputs(ledger: Ledger, box: Host, spec: HostSpec, run_id: str, *,
 async def _box(app: App, spec: HostSpec) -> Host:
     """Where the files are: the box, or on a Kubernetes host the PVC through a reader pod."""
     if spec.kind == "kubernetes":
-        from mcp_server.kube.podhost import PodHost  # loads the Kubernetes client only for such a host
+        from mcp_server.hosts.kube_pod import PodHost  # loads the Kubernetes client only for such a host
 
         return PodHost(app.pool.kube(spec))
     return await app.pool.host(spec)
+
+
+async def _verify(app: App, box: Host, spec: HostSpec, req: VerifyRequest,
+                  progress: Callable[[int, int, str], Awaitable[None]]) -> VerifyResult:
+    """The pull and its checks; their machinery (tar, the resumable puller) loads on the first call, not at start."""
+    from mcp_server.verify.artifacts.verifier import verify_artifacts
+
+    return await verify_artifacts(box, spec, req, pulls_dir=app.settings.pulls_dir, ledger=app.ledger,
+                                  pull_roots=app.settings.pull_roots, progress=progress)
 
 
 def register(server: MCPServer) -> None:
@@ -138,5 +147,4 @@ def register(server: MCPServer) -> None:
             req = VerifyRequest(root=root, roster=roster or [], run_id=run_id, dest=dest, budget_s=budget_s,
                                 allow_pickle=allow_pickle, expect_keys=expect_keys, hand_made=hand_made or [],
                                 cells=cells, pack=pack, accept_from=producer, compare_with=compare_with)
-            return await verify_artifacts(box, spec, req, pulls_dir=app.settings.pulls_dir, ledger=app.ledger,
-                                          pull_roots=app.settings.pull_roots, progress=progress)
+            return await _verify(app, box, spec, req, progress)

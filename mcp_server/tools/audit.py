@@ -80,9 +80,9 @@ async def _audit_one(app: App, name: str, policy: Policy | None, args: _AuditArg
 async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditArgs) -> AuditResult:
     spec = app.pool.spec(name, policy)
     if spec.kind == "kubernetes":
-        from mcp_server.kube.audit import audit_kube  # loads the Kubernetes client only for such a host
+        from mcp_server.run.jobs.engines.kube.audit import audit_kube  # lightkube loads only for such a host
 
-        return await audit_kube(app.pool.kube(spec))
+        return await audit_kube(spec, app.pool.kube(spec))
     host = await app.pool.host(spec)
     result = await audit(host, spec, ledger=app.ledger, **args)
     result.accrued_cost = accrued(app.ledger, spec)

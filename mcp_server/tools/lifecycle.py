@@ -58,7 +58,7 @@ def _register_cancel_run(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
-                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+                from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
                 return await kube.cancel(app, spec, run_id, reason, signal_first, grace_s)
             if is_array_id(run_id):
@@ -90,7 +90,7 @@ def _register_wait_for_run(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
-                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+                from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
                 return await kube.wait(app, spec, run_id, timeout_s=timeout_s, progress=progress)
             waited = await wait_for_run(await app.pool.host(spec), spec, run_id, redactor=app.redactor,

@@ -13,7 +13,6 @@ from mcp_server.errors import InputError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.limits import MAP_MAX, CommandStr, HostStr, IdStr, PathStr, PatternStr, ValueStr
-from mcp_server.run.preflight import service
 from mcp_server.run.preflight.models import PreflightResult
 from mcp_server.tools._common import HOST_HELP, STARTS_WORK, app_of, tool_errors
 
@@ -29,6 +28,8 @@ BudgetGibArg = Annotated[float | None, Field(description="or a disk size, GiB", 
 
 async def _report(app: App, box: Host, spec: HostSpec, run_id: str, planned_steps: float | None,
                   budget_host: str | None, budget_gib: float | None) -> PreflightResult:
+    from mcp_server.run.preflight import service  # the drill's machinery loads on the first call
+
     async def resolve(name: str) -> tuple[Host, HostSpec]:
         tspec = app.pool.spec(name)
         if tspec.kind == "kubernetes":
@@ -64,6 +65,8 @@ def register(server: MCPServer) -> None:
         checkpoint, drill, budget) with evidence, fix and route.
         See references://run-remote/spot-resilience#resume-drill.
         """
+        from mcp_server.run.preflight import service  # the drill's machinery loads on the first call
+
         app = app_of(ctx)
         with tool_errors(app):
             spec = app.pool.spec(host)

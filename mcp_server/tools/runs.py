@@ -148,7 +148,7 @@ async def _launch_one(app: App, name: str, req: LaunchRequest, progress: Report 
             raise InputError("rerun_of is not available on a Kubernetes host yet: launch the same command again")
         req = await rerun_request(await app.pool.host(spec), spec, req.rerun_of, req)
     if spec.kind == "kubernetes":
-        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+        from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
         (one,) = await kube.launch(app, spec, [req.command], req)
         return one
@@ -162,7 +162,7 @@ async def _queue(app: App, host: str, commands: list[str], max_concurrent: int,
     if spec.kind == "kubernetes":  # one Indexed Job: one run id per index
         if start_index != 1:
             raise InputError("start_index is not available on Kubernetes: launch the remaining commands")
-        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+        from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
         cells = await kube.launch(app, spec, commands, req, max_concurrent)
         return LaunchDetachedResult(outcomes=[LaunchOutcome(host=host, launch=c) for c in cells])
@@ -188,7 +188,7 @@ async def _list_one(app: App, name: str, limit: int = DEFAULT_LIMIT, cursor: str
     if spec.kind == "kubernetes":
         if cursor:
             raise InputError("a Kubernetes namespace's runs come in one page: raise limit instead of a cursor")
-        from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+        from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
         return await kube.list_runs(app, spec, limit=limit, where=where)
     return await list_runs(await app.pool.host(spec), spec, app.ledger, limit=limit, cursor=cursor, where=where)
@@ -302,7 +302,7 @@ def _register_tail_logs(server: MCPServer) -> None:
         with tool_errors(app):
             spec = app.pool.spec(host)
             if spec.kind == "kubernetes":
-                from mcp_server.kube import service as kube  # the Kubernetes client loads only for such a host
+                from mcp_server.run.jobs.engines.kube import service as kube  # lightkube loads only for such a host
 
                 return await kube.tail_run(app, spec, run_id, path, offset=offset, max_bytes=max_bytes, lines=lines)
             result = await tail_logs(await app.pool.host(spec), spec, redactor=app.redactor, run_id=run_id,

@@ -10,9 +10,8 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -24,6 +23,9 @@ from mcp_server.tools._common import MAX_ERROR_CHARS
 from mcp_server.tools._lean import lean_input, lean_output
 from mcp_server.tools._summary import cut_note, summarize, uris
 from mcp_server.tools.protocol import coded, no_such_tool
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 MAX_LINKS = 8
 NOTE_ROOM = 2000  # bytes a tool's own text leaves for the line saying its structured result was cut
@@ -171,6 +173,8 @@ def _middleware(server: MCPServer, json_text: bool) -> Any:
     async def valid_for(tool: str) -> Callable[[dict[str, Any]], bool]:
         """Whether a cut result still fits the tool's full output schema (read once, when first needed)."""
         if not validators:
+            from jsonschema import Draft202012Validator  # ~50 ms of imports a start does not need
+
             for t in await server.list_tools():
                 schema = bounded_schema(t.output_schema)
                 validators[t.name] = Draft202012Validator(schema) if schema else None

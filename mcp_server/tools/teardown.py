@@ -37,8 +37,8 @@ ALLOW_UNVERIFIED = "the USER's choice to tear down without a verified pull (reco
 async def _kube_plan(app: App, spec: HostSpec, action: str, allow_unverified: bool) -> TeardownPlan:
     """A Kubernetes host meters nothing per run: the plan lists the namespace's runs (G1 names the
     live Jobs, which cancel_run deletes) and what survives; there is no verb to confirm."""
-    from mcp_server.kube import service as kube
-    from mcp_server.kube.podhost import PodHost
+    from mcp_server.hosts.kube_pod import PodHost
+    from mcp_server.run.jobs.engines.kube import service as kube
 
     runs = await kube.list_runs(app, spec, limit=200, where=None)
     return await plan(PodHost(app.pool.kube(spec)), spec, action, app.ledger, allow_unverified, runs=runs)

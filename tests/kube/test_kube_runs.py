@@ -14,10 +14,10 @@ import pytest
 from lightkube.codecs import from_dict
 
 from mcp_server.errors import ConflictError
+from mcp_server.hosts.kube_api import api_errors
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostPool
-from mcp_server.kube.client import api_errors
-from mcp_server.kube.manifests import JobRequest, job_manifest
+from mcp_server.run.jobs.engines.kube.manifests import JobRequest, job_manifest
 from mcp_server.settings import Settings
 from tests.conftest import error_text, structured
 from tests.support.kube_api import TOKEN, KubeApi

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from mcp_server import scripts
 from mcp_server.hosts.kube_options import KubeOptions, Toleration
-from mcp_server.kube.manifests import JobRequest, job_manifest, object_name, secret_manifest
-from mcp_server.kube.podhost import reader_manifest
+from mcp_server.hosts.kube_pod import reader_manifest
+from mcp_server.run.jobs.engines.kube.manifests import JobRequest, job_manifest, object_name, secret_manifest
 
 SCHEMA = "1.33.0"
 OPTS = KubeOptions(image="nvcr.io/nvidia/pytorch:24.10-py3", gpus=4, cpu="16", mem="128Gi", pvc="ckpt",

@@ -22,59 +22,28 @@ from mcp_server import __version__
 from mcp_server.errors import GateRefused, InputError, RgtError, TransportError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import check_env_name, check_name, check_path
-from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.ledger import Ledger
-from mcp_server.limits import COMMAND_MAX
 from mcp_server.progress import Report, ticking
 from mcp_server.redact import Redactor
 from mcp_server.run.jobs.engines import ENGINES
 from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.engines.slurm import submit_refusal
 from mcp_server.run.jobs.launch_facts import disk_gate, forget, read_facts, remember, remembered
+from mcp_server.run.jobs.launch_request import MAX_PROBE_S as MAX_PROBE_S  # re-exported: callers import it here
+from mcp_server.run.jobs.launch_request import LaunchRequest as LaunchRequest  # re-exported, as above
 from mcp_server.run.jobs.launch_start import start_script, with_box_git
 from mcp_server.run.jobs.rundir import Backend, RunOutputs, RunRecord, new_run_id, run_dir_path, work_dir_path
 from mcp_server.run.jobs.signatures import SignatureHit, progress_hint, scan
 from mcp_server.run.jobs.status import FINISHED, LIVE, RunState, parse_state
 from mcp_server.run.jobs.sync import check_sync_patterns, run_sync
 from mcp_server.run.jobs.wrapper import secrets_payload
-from mcp_server.settings import LAUNCH_MIN_FREE_GIB, LAUNCH_MIN_FREE_INODES
 from mcp_server.verify.artifacts.roster import check_pattern
 
-MAX_PROBE_S = 25.0
-DEFAULT_MIN_FREE_GIB = LAUNCH_MIN_FREE_GIB
-DEFAULT_MIN_FREE_INODES = LAUNCH_MIN_FREE_INODES
 ENV_STRING_MAX = 128 * 1024  # Linux's MAX_ARG_STRLEN: one "NAME=value" string past it and exec fails
 ENV_TOTAL_MAX = 1024 * 1024
 
 Outcome = Literal["running", "exited_early", "already_running", "already_finished", "queued"]
-
-
-class LaunchRequest(BaseModel):
-    command: str = Field(min_length=1, max_length=COMMAND_MAX)
-    name: str | None = None
-    workdir: str | None = None
-    code: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[0-9a-f]{16}$",
-                             description="a push_code snapshot as <project>/<snapshot-id>: the run's workdir")
-    env: dict[str, str] = Field(default_factory=dict)
-    secret_env: list[str] = Field(default_factory=list)
-    rerun_of: str | None = Field(default=None, description="the run this launch repeats (set by rerun_request)")
-    backend: Backend | None = Field(default=None, description="default: slurm on a Slurm login node, else shell")
-    login_node_reason: str | None = Field(default=None, max_length=500,
-                                          description="why a shell/tmux job runs on a Slurm login node")
-    slurm: SlurmOptions | None = Field(default=None, description="Slurm job options over the host's defaults")
-    kubernetes: KubeOptions | None = Field(default=None, description="Kubernetes Job options over the host's defaults")
-    allow_fallback: bool = False
-    probe_s: float = Field(default=5.0, ge=0, le=MAX_PROBE_S)
-    relaunch: bool = False
-    min_free_gib: float = Field(default=DEFAULT_MIN_FREE_GIB, ge=0)
-    min_free_inodes: int = Field(default=DEFAULT_MIN_FREE_INODES, ge=0)
-    outputs: list[str] = Field(default_factory=list, description="roster patterns the run must produce")
-    output_root: str | None = None
-    sync_to_durable: list[str] = Field(default_factory=list, description="globs copied to the durable root on exit 0")
-    on_exit: str | None = Field(default=None, max_length=8000,
-                                description="shell command the wrapper runs after recording the result")
 
 
 class LaunchResult(BaseModel):

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING
 
 from mcp_server import scripts
 from mcp_server.errors import GateRefused, InputError, NotFoundError
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.commands import path_word, quote
 from mcp_server.hosts.pool import HostSpec
+from mcp_server.run.jobs.launch_request import LaunchRequest
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.status import STATE_FUNCS
-
-if TYPE_CHECKING:
-    from mcp_server.run.jobs.launch import LaunchRequest
 
 FACTS_TTL_S = 600.0
 # Facts a start re-reads itself, or that belong to one name: never remembered.

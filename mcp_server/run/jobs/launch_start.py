@@ -5,7 +5,6 @@ round trip before it (launch_facts.py)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from mcp_server import scripts
 from mcp_server.hosts.commands import path_word, quote
@@ -14,13 +13,11 @@ from mcp_server.hosts.slurm_options import SlurmOptions
 from mcp_server.run.jobs.engines.base import JobEngine
 from mcp_server.run.jobs.engines.slurm import sbatch_function
 from mcp_server.run.jobs.launch_facts import asked_workdir, gate_floors
+from mcp_server.run.jobs.launch_request import LaunchRequest
 from mcp_server.run.jobs.onbox import job_script
 from mcp_server.run.jobs.rundir import RunRecord
 from mcp_server.run.jobs.status import STATE_FUNCS
 from mcp_server.run.jobs.wrapper import env_script, run_dirs, wrapper_text
-
-if TYPE_CHECKING:
-    from mcp_server.run.jobs.launch import LaunchRequest
 
 LOG_TAIL_BYTES = 8192
 

@@ -14,11 +14,12 @@ from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, PersistentVolumeClaim, ResourceQuota
 
 from mcp_server.errors import DeniedError, NotFoundError, RgtError
-from mcp_server.kube.client import api_errors
-from mcp_server.kube.manifests import GPU
-from mcp_server.kube.runs import KubeHost, options
+from mcp_server.hosts.kube_api import KubeConnection, api_errors
+from mcp_server.hosts.pool import HostSpec
 from mcp_server.run.audit.box import AuditResult, headline
 from mcp_server.run.audit.model import SEVERITY, Check, Status
+from mcp_server.run.jobs.engines.kube.manifests import GPU
+from mcp_server.run.jobs.engines.kube.runs import KubeHost, options
 
 PAGE = "references://run-remote/kubernetes"
 # (verb, group, resource, subresource): what launch, status, logs and cancel need in the namespace.
@@ -140,8 +141,9 @@ async def _pvc(kh: KubeHost, name: str | None) -> Check:
     return _check("K5", "durable PVC", status, facts, "storage")
 
 
-async def audit_kube(kh: KubeHost) -> AuditResult:
+async def audit_kube(spec: HostSpec, conn: KubeConnection) -> AuditResult:
     start = time.monotonic()
+    kh = KubeHost(spec, conn)
     opts = options(kh.spec)
     want = opts.gpus if opts.gpus is not None else 1
     checks: list[Check] = []

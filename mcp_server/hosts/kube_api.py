@@ -1,10 +1,12 @@
-"""The API client of one Kubernetes host, and the one boundary where the client's exceptions
-become this server's errors (each with what to do). Credentials stay inside the kubeconfig
-and the client: nothing here prints, logs or returns them."""
+"""A Kubernetes host's API access: the client for its context and namespace (one per host, pooled
+like an SSH connection), the one boundary where the client's exceptions become this server's
+errors (each with what to do), and the labels that mark the objects this server creates.
+Credentials stay inside the kubeconfig and the client: nothing here prints, logs or returns them."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +30,14 @@ from mcp_server.hosts.kube_options import KubeOptions
 
 TIMEOUT_S = 15.0  # one API call; every tool stays well under its ~40 s budget
 RBAC = "references://run-remote/kubernetes#rbac"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "remote-gpu-trainer"}
+_LABEL_VALUE_CUT = 63
+
+
+def label_value(text: str) -> str:
+    """A label value carrying `text` (run ids and names fit; longer ones are cut)."""
+    value = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:_LABEL_VALUE_CUT]
+    return value.strip("-._") or "x"
 
 
 def kubeconfig_path(opts: KubeOptions) -> Path:
@@ -54,6 +64,34 @@ def open_client(host: str, opts: KubeOptions) -> AsyncClient:
                           observed=type(exc).__name__) from exc
     namespace = opts.namespace or (config.namespace if config else None) or "default"
     return AsyncClient(config, namespace=namespace, timeout=httpx2.Timeout(TIMEOUT_S), trust_env=False)
+
+
+class KubeConnection:
+    """One Kubernetes host of the inventory: its `[hosts.<name>.kubernetes]` options and a client
+    made on first use (kept by the host pool, closed with it)."""
+
+    def __init__(self, name: str, options: KubeOptions | None) -> None:
+        if options is None:
+            raise ConfigError(f"host {name!r} has the kubernetes profile but no [hosts.{name}.kubernetes] "
+                              "table", next_step="add one with at least image (and context, namespace)")
+        self.name = name
+        self.options = options
+        self._client: AsyncClient | None = None
+
+    @property
+    def client(self) -> AsyncClient:
+        if self._client is None:
+            self._client = open_client(self.name, self.options)
+        return self._client
+
+    @property
+    def namespace(self) -> str:
+        return str(self.client.namespace)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
 
 @asynccontextmanager

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass
 
 from mcp_server import scripts
+from mcp_server.hosts.kube_api import MANAGED_BY, label_value
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.run.jobs.rundir import run_dir_path
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "remote-gpu-trainer"}
 LABEL_RUN = "remote-gpu-trainer/run-id"  # the run (a sweep: its first cell's id stands for the Job)
 LABEL_NAME = "remote-gpu-trainer/name"
 ANNOTATION_CELLS = "remote-gpu-trainer/cells"  # a sweep's run ids, one per index, space-separated
@@ -22,7 +22,6 @@ GPU = "nvidia.com/gpu"
 DEFAULT_SHM = "8Gi"
 DEFAULT_TTL_S = 7 * 86_400  # a finished Job and its log stay a week
 CONTAINER = "run"
-_LABEL_VALUE_CUT = 63
 
 
 def object_name(run_id: str) -> str:
@@ -30,12 +29,6 @@ def object_name(run_id: str) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
     return f"rgt-{base[:50].rstrip('-')}-{digest}"
-
-
-def label_value(text: str) -> str:
-    """A label value carrying `text` (run ids and names fit; longer ones are cut)."""
-    value = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:_LABEL_VALUE_CUT]
-    return value.strip("-._") or "x"
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,18 @@ from lightkube.resources.core_v1 import PodLog
 
 from mcp_server import untrusted
 from mcp_server.errors import InputError, NotFoundError
-from mcp_server.kube.client import api_errors
-from mcp_server.kube.runs import KubeHost, KubeRun, Launched, gone_state, remember_end, summary_fields
-from mcp_server.kube.states import latest_pod
+from mcp_server.hosts.kube_api import api_errors
 from mcp_server.ledger import Ledger
 from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines.kube.runs import (
+    KubeHost,
+    KubeRun,
+    Launched,
+    gone_state,
+    remember_end,
+    summary_fields,
+)
+from mcp_server.run.jobs.engines.kube.states import latest_pod
 from mcp_server.run.jobs.launch import LaunchResult
 from mcp_server.run.jobs.listing import HostRuns, RunSummary
 from mcp_server.run.jobs.logs import MAX_WINDOW, TailResult, utf8_safe_len

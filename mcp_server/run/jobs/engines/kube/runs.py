@@ -16,26 +16,24 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Secret
 from lightkube.types import CascadeType
 
-from mcp_server.errors import ConfigError, InputError, NotFoundError
+from mcp_server.errors import InputError, NotFoundError
+from mcp_server.hosts.kube_api import MANAGED_BY, KubeConnection, api_errors, label_value
 from mcp_server.hosts.kube_options import KubeOptions
 from mcp_server.hosts.pool import HostSpec
-from mcp_server.kube.client import api_errors, open_client
-from mcp_server.kube.manifests import (
+from mcp_server.ledger import Ledger
+from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines.kube.manifests import (
     ANNOTATION_CELLS,
     ANNOTATION_COMMAND,
     CONTAINER,
     LABEL_NAME,
     LABEL_RUN,
-    MANAGED_BY,
     JobRequest,
     job_manifest,
-    label_value,
     object_name,
     secret_manifest,
 )
-from mcp_server.kube.states import latest_pod, run_state
-from mcp_server.ledger import Ledger
-from mcp_server.redact import Redactor
+from mcp_server.run.jobs.engines.kube.states import latest_pod, run_state
 from mcp_server.run.jobs.rundir import check_run_id, new_run_id
 from mcp_server.run.jobs.status import ENDED, LIVE, RunState
 
@@ -105,29 +103,19 @@ def _job_of(run_id: str, ledger: Ledger | None, host: str) -> tuple[str, int | N
 
 
 class KubeHost:
-    """One Kubernetes host of the inventory: its options and a client made on first use."""
+    """One Kubernetes host as the engine drives it: its spec and the host pool's API connection."""
 
-    def __init__(self, spec: HostSpec) -> None:
-        if spec.kubernetes is None:
-            raise ConfigError(f"host {spec.name!r} has the kubernetes profile but no [hosts.{spec.name}.kubernetes] "
-                              "table", next_step="add one with at least image (and context, namespace)")
+    def __init__(self, spec: HostSpec, conn: KubeConnection) -> None:
         self.spec = spec
-        self._client: AsyncClient | None = None
+        self.conn = conn
 
     @property
     def client(self) -> AsyncClient:
-        if self._client is None:
-            self._client = open_client(self.spec.name, options(self.spec))
-        return self._client
+        return self.conn.client
 
     @property
     def namespace(self) -> str:
-        return str(self.client.namespace)
-
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        return self.conn.namespace
 
     async def runs(self) -> dict[str, KubeRun]:
         jobs, pods = await _objects(self.client, self.spec.name)

@@ -17,9 +17,7 @@ from lightkube.resources.core_v1 import Pod
 from mcp_server.errors import CommandTimeout, ConfigError, ConflictError, NotFoundError, RgtError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat, HostKind
 from mcp_server.hosts.commands import quote
-from mcp_server.kube.client import api_errors
-from mcp_server.kube.manifests import MANAGED_BY, label_value
-from mcp_server.kube.runs import KubeHost, options
+from mcp_server.hosts.kube_api import MANAGED_BY, KubeConnection, api_errors, label_value
 
 READER_LIFETIME_S = 3600  # activeDeadlineSeconds: a forgotten reader pod ends itself
 START_WAIT_S = 25.0
@@ -52,10 +50,10 @@ def reader_manifest(namespace: str, pvc: str, image: str, mount_path: str) -> di
 class PodHost:
     """A Host over exec into the host's reader pod (created on first use)."""
 
-    def __init__(self, kh: KubeHost) -> None:
-        opts = options(kh.spec)
-        self.kube = kh
-        self.name = kh.spec.name
+    def __init__(self, conn: KubeConnection) -> None:
+        opts = conn.options
+        self.conn = conn
+        self.name = conn.name
         self.round_trips = 0
         self._pvc, self._image, self._mount = opts.pvc or "", opts.image or "", opts.mount_path
         self._ready = False
@@ -80,14 +78,14 @@ class PodHost:
             raise ConfigError(f"{self.name}: reading files on Kubernetes needs the PVC they are on and an image "
                               "with a shell", host=self.name,
                               next_step="set pvc and image in [hosts.<name>.kubernetes]")
-        client = self.kube.client
+        client = self.conn.client
         try:
             async with api_errors(self.name, "reading the reader pod"):
                 found = (await client.get(Pod, self.pod)).to_dict()
         except NotFoundError:
             try:
                 async with api_errors(self.name, "creating the reader pod that mounts the PVC"):
-                    await client.create(from_dict(reader_manifest(self.kube.namespace, self._pvc, self._image,
+                    await client.create(from_dict(reader_manifest(self.conn.namespace, self._pvc, self._image,
                                                                   self._mount)))
             except ConflictError:
                 pass  # another server call created it a moment ago
@@ -115,7 +113,7 @@ class PodHost:
         start = time.monotonic()
         try:
             async with api_errors(self.name, f"running a command in pod {self.pod}"):
-                res = await asyncio.wait_for(self.kube.client.exec(
+                res = await asyncio.wait_for(self.conn.client.exec(
                     self.pod, command=["bash", "-c", script], stdin=stdin if stdin is not None else b"",
                     stdout=True, stderr=True, decode=None), timeout)
         except TimeoutError as exc:
@@ -153,7 +151,7 @@ class PodHost:
 
     async def close(self) -> None:
         """The reader pod stays until its deadline (another call may use it); the client is the
-        Kubernetes host's."""
+        host pool's."""
 
 
 def _as_bytes(data: str | bytes | None) -> bytes:
