@@ -34,10 +34,10 @@ len=$(( size - start < mb ? size - start : mb ))
 printf 'start=%s\nlen=%s\n' "$start" "$len"
 rd() { dd if="$f" bs=65536 iflag=skip_bytes,count_bytes skip="$1" count="$2" status=none 2>/dev/null \
   || tail -c +$(($1 + 1)) -- "$f" | head -c "$2"; }
-printf '@@W%s\n' "$nonce"; [ "$len" -gt 0 ] && rd "$start" "$len"
+# The window with its context on both sides, in one read: before ($bl bytes), window, after ($al).
 end=$((start + len)); al=$(( size - end < margin ? size - end : margin )); bl=$(( start < margin ? start : margin ))
-printf '@@A%s\n' "$nonce"; [ "$al" -gt 0 ] && rd "$end" "$al"
-printf '@@B%s\n' "$nonce"; [ "$bl" -gt 0 ] && rd $((start - bl)) "$bl"
+printf 'before=%s\nafter=%s\n' "$bl" "$al"
+printf '@@R%s\n' "$nonce"; [ $((bl + len + al)) -gt 0 ] && rd $((start - bl)) $((bl + len + al))
 printf '@@T%s\n' "$nonce"
 ts=$(( size > sig_tail ? size - sig_tail : 0 ))
 if [ $((start + len)) -lt "$size" ] || [ "$ts" -lt "$start" ]; then rd "$ts" $((size - ts)); fi

@@ -78,7 +78,8 @@ def _script(log_word: str, run_dir_word: str | None, offset: int | None, max_byt
     start = "" if offset is None else str(int(offset))
     return job_script("job_tail", log_word, run_dir_word or quote(""), quote(start), quote(str(int(max_bytes))),
                       quote(nonce), quote(str(SIGNATURE_TAIL)), quote(str(margin)), *words,
-                      libraries=(STATE_FUNCS, policy.library()))
+                      # a bare log path needs no run-state functions (less for the box's shell to read)
+                      libraries=(STATE_FUNCS, policy.library()) if run_dir_word else (policy.library(),))
 
 
 def readable_roots(spec: HostSpec) -> list[str]:
@@ -117,11 +118,9 @@ class _Read:
 
 
 def _split(out: bytes, nonce: str) -> tuple[dict[str, str], _Read]:
-    w, a, b, t, e = (f"@@{c}{nonce}\n".encode() for c in "WABTE")
-    head, _, rest = out.partition(w)
-    window, _, rest = rest.partition(a)
-    after, _, rest = rest.partition(b)
-    before, _, rest = rest.partition(t)
+    r, t, e = (f"@@{c}{nonce}\n".encode() for c in "RTE")
+    head, _, rest = out.partition(r)
+    read, _, rest = rest.partition(t)
     tail, _, _ = rest.partition(e)
     kv: dict[str, str] = {}
     dmesg = []
@@ -132,7 +131,13 @@ def _split(out: bytes, nonce: str) -> tuple[dict[str, str], _Read]:
         elif sep:
             kv[k] = v
     kv["_dmesg"] = "\n".join(dmesg)
-    return kv, _Read(window, before, after, tail)
+    # One read holds the context before the window, the window and the context after it.
+    bl, wl = _int(kv.get("before")), _int(kv.get("len"))
+    return kv, _Read(read[bl:bl + wl], read[:bl], read[bl + wl:], tail)
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value and value.isdigit() else 0
 
 
 async def tail_logs(
@@ -188,7 +193,7 @@ async def _read_window(host: Host, spec: HostSpec, redactor: Redactor, run_id: s
     if res.stdout.startswith(b"RGT-NORUN"):
         raise NotFoundError(f"no run {run_id} under this box's durable root", host=spec.name,
                             path=spec.durable_root, next_step="list_runs shows the runs on the box")
-    head = res.stdout.partition(f"@@W{nonce}".encode())[0]
+    head = res.stdout.partition(f"@@R{nonce}".encode())[0]
     _refusal(head, spec, scope, "path" if path is not None else "run_id's log")
     if b"RGT-NOLOG" in head:
         raise NotFoundError("log file not found", host=spec.name, path=path or f"run {run_id}")
