@@ -46,6 +46,7 @@ class _Run:
     known_hosts_path: Path
     connect_timeout_s: float
     banner_timeout_s: float
+    budget_s: float = TOTAL_BUDGET_S
     start: float = field(default_factory=time.monotonic)
     steps: list[DoctorStep] = field(default_factory=list)
     host_key: HostKeyVerdict = "not_checked"
@@ -54,7 +55,7 @@ class _Run:
 
     def bound(self, own: float) -> float:
         """A step's bound: its own, cut to what is left of the total budget."""
-        return max(0.5, min(own, TOTAL_BUDGET_S - (time.monotonic() - self.start)))
+        return max(0.5, min(own, self.budget_s - (time.monotonic() - self.start)))
 
     def add(self, step: DoctorStep) -> bool:
         self.steps.append(step)
@@ -167,11 +168,13 @@ def _report(run: _Run, settings: EffectiveSettings) -> DoctorReport:
 
 
 async def diagnose(destination: str, *, ssh_config: Path | None, known_hosts_path: Path,
-                   connect_timeout_s: float = 10, banner_timeout_s: float = 5) -> DoctorReport:
+                   connect_timeout_s: float = 10, banner_timeout_s: float = 5,
+                   budget_s: float = TOTAL_BUDGET_S) -> DoctorReport:
     """Reach `destination` step by step and report each step, the first failure and its route.
 
     `destination` is an ~/.ssh/config alias or user@host[:port] (an InputError otherwise)."""
-    run = _Run(Destination.parse(destination), ssh_config, known_hosts_path, connect_timeout_s, banner_timeout_s)
+    run = _Run(Destination.parse(destination), ssh_config, known_hosts_path, connect_timeout_s, banner_timeout_s,
+               budget_s=min(budget_s, TOTAL_BUDGET_S))
     settings = await _settings(run)
     if not have("ssh"):
         await _network(run, settings)

@@ -113,6 +113,12 @@ class DoctorReport(BaseModel):
     def step(self, name: StepName) -> DoctorStep | None:
         return next((s for s in self.steps if s.name == name), None)
 
+    def lines(self) -> list[str]:
+        """The report as text: the verdict, then one line per step that ran."""
+        head = f"connection doctor ({self.seconds:.1f} s): {self.failure_class}: {self.verdict}"
+        return [head, *(f"  {s.name}: {s.status} ({s.seconds * 1e3:.0f} ms) {s.verdict}"
+                        for s in self.steps if s.status != "skipped")]
+
 
 def passed(name: StepName, seconds: float, verdict: str, evidence: list[str] | None = None) -> DoctorStep:
     return DoctorStep(name=name, status="ok", seconds=round(seconds, 3), verdict=verdict,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
+from mcp_server.hosts.reach import reach
 from mcp_server.limits import MAP_MAX, HostStr, IdStr, PathStr
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit, problems_only
@@ -83,7 +84,7 @@ async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditAr
         from mcp_server.run.jobs.engines.kube.audit import audit_kube  # lightkube loads only for such a host
 
         return await audit_kube(spec, app.pool.kube(spec))
-    host = await app.pool.host(spec)
+    host = await reach(app.pool, spec)  # an SSH box that cannot be reached is diagnosed step by step
     result = await audit(host, spec, ledger=app.ledger, **args)
     result.accrued_cost = accrued(app.ledger, spec)
     if result.idle_warning and result.accrued_cost:

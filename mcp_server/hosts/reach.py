@@ -1,0 +1,46 @@
+"""Reaching a box before the first command: an SSH box that cannot be reached is diagnosed step by
+step (doctor.py) and the error says where it broke and what to do, instead of one transport
+string. Used where a tool meets a box first (audit_box)."""
+
+from __future__ import annotations
+
+import time
+
+from mcp_server.errors import TransportError
+from mcp_server.hosts.base import Host
+from mcp_server.hosts.pool import HostPool, HostSpec
+
+CALL_BUDGET_S = 35.0  # a tool call returns in under ~40 s: the doctor gets what the connect left
+MIN_DOCTOR_S = 5.0
+
+
+async def reach(pool: HostPool, spec: HostSpec) -> Host:
+    """The box, connected. A failed SSH connection raises the same error, with the doctor's steps
+    in its message and the failure's route as its next step."""
+    host = await pool.host(spec)
+    if spec.kind != "ssh":
+        return host
+    from mcp_server.hosts.ssh import SshHost  # already loaded: the pool made an SshHost
+
+    if not isinstance(host, SshHost):
+        return host
+    started = time.monotonic()
+    try:
+        await host.connection()
+    except TransportError as exc:
+        raise await diagnosed(exc, pool, spec, CALL_BUDGET_S - (time.monotonic() - started)) from exc
+    return host
+
+
+async def diagnosed(exc: TransportError, pool: HostPool, spec: HostSpec, budget_s: float) -> TransportError:
+    """`exc` again, its message followed by the doctor's report and its next step the report's route."""
+    from mcp_server.hosts.doctor import diagnose
+
+    settings = pool.settings
+    report = await diagnose(spec.destination, ssh_config=settings.ssh_config,
+                            known_hosts_path=settings.known_hosts_path,
+                            connect_timeout_s=min(settings.connect_timeout_s, 10.0),
+                            budget_s=max(MIN_DOCTOR_S, budget_s))
+    message = "\n".join([exc.message, *report.lines()])
+    return type(exc)(message, host=exc.host, observed=exc.observed, expected=exc.expected,
+                     next_step=report.route or exc.next_step)
