@@ -18,7 +18,7 @@ from _common import Bench  # noqa: E402
 
 from mcp_server.app import App  # noqa: E402
 from mcp_server.settings import Settings  # noqa: E402
-from mcp_server.verify.artifacts import pull  # noqa: E402
+from mcp_server.verify.artifacts import partial_hash  # noqa: E402
 from mcp_server.verify.artifacts.request import VerifyRequest  # noqa: E402
 from mcp_server.verify.artifacts.verifier import verify_artifacts  # noqa: E402
 
@@ -53,10 +53,10 @@ async def main() -> None:
         os.link(one_root / "big.bin", short_root / "big.bin")
         app = App(Settings.from_env())
         one, _ = await pulled(app, one_root, 55)
-        pull.PARTIAL_HASHES.clear()
-        before = pull.REHASHED_BYTES
+        partial_hash.PARTIAL_HASHES.clear()
+        before = partial_hash.REHASHED_BYTES
         short, calls = await pulled(app, short_root, 2)
-        reread = pull.REHASHED_BYTES - before
+        reread = partial_hash.REHASHED_BYTES - before
         await app.close()
         print(f"pull + verify {SIZE / GIB:.1f} GiB over loopback: budget_s=2 until done {short:.1f} s in {calls} calls "
               f"vs one call {one:.1f} s: ratio {short / one:.2f} (target <= 2.0) "

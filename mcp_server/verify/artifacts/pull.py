@@ -3,6 +3,10 @@ hashed while it is received; a finished file whose size and SHA-256 match the ma
 moved into place. A partial file resumes where it stopped; a verified file is never sent
 again (its size and mtime are recorded). Stops cleanly at the call's deadline.
 
+Small files go a few at once (each costs round trips more than bytes). Over a far link (a
+command round trip of FAR_S or more) a large file goes in pieces over several streams,
+resumed piece by piece (spans.py, receive.py); over a near one, one stream is as fast.
+
 A packed pull moves the small files as one deterministic tar built and hashed on the box
 (tar_box.py), received the same way (resumable, hashed while received), then unpacked member
 by member, each checked against the manifest before it is moved into place (tar_local.py).
@@ -12,22 +16,30 @@ rather than packing again."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
 import os
-import queue
 import secrets
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Literal
 
 from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import ManifestFile
+from mcp_server.verify.artifacts.partial_hash import keep_hash, resume_hash
+from mcp_server.verify.artifacts.receive import Got, Meter, Receiver, together
+from mcp_server.verify.artifacts.receive import Progress as Progress  # the verifier takes it from here
 from mcp_server.verify.artifacts.roster import RosterFinding
+from mcp_server.verify.artifacts.spans import (
+    PIECE,
+    STREAMS,
+    batches,
+    drop_plan,
+    open_plan,
+    plan_file,
+    save_plan,
+)
 from mcp_server.verify.artifacts.state import PulledFile, PullState, save_state, stamped, state_dir, untouched
 from mcp_server.verify.artifacts.tar_box import PackDone, PackerChoice, clean_pack, poll_pack, start_pack
 from mcp_server.verify.artifacts.tar_local import (
@@ -42,54 +54,11 @@ from mcp_server.verify.artifacts.tar_local import (
     save_packed,
 )
 
-CHUNK = 1024 * 1024
 # Larger files are pulled on their own even in a packed pull: per-file overhead no longer
 # matters for them, and packing them would double their footprint on the box's disk.
 PACK_MAX_FILE = 16 * 1024 * 1024
-Progress = Callable[[int, int, str], Awaitable[None]]
 Outcome = Literal["next", "done", "stopped", "failed", "lost"]
 log = logging.getLogger(__name__)
-
-
-def _hash_prefix(path: Path, h: hashlib._Hash) -> int:
-    """Hash a partial file already on disk (a resumed transfer's earlier bytes)."""
-    n = 0
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            n += len(chunk)
-    global REHASHED_BYTES
-    REHASHED_BYTES += n
-    return n
-
-
-# The running hash of each partial file this process left, keyed by path and checked against the
-# file's size, mtime and inode: a budgeted pull resumed by the next call continues the hash where
-# it stopped instead of re-reading every byte already received (which made a pull's cost grow with
-# the square of its size). After a restart, or if the file changed, the prefix is hashed again.
-PARTIAL_HASHES: OrderedDict[str, tuple[tuple[int, int, int], hashlib._Hash]] = OrderedDict()
-PARTIAL_HASHES_MAX = 64
-REHASHED_BYTES = 0  # bytes hashed again from disk: what a resume that lost its hash costs
-
-
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_size, st.st_mtime_ns, st.st_ino
-
-
-async def _resume_hash(partial: Path, h: hashlib._Hash) -> hashlib._Hash:
-    kept = PARTIAL_HASHES.pop(str(partial), None)
-    if kept is not None and kept[0] == _stamp(partial):
-        return kept[1].copy()
-    await asyncio.to_thread(_hash_prefix, partial, h)
-    return h
-
-
-def _keep_hash(partial: Path, h: hashlib._Hash) -> None:
-    with contextlib.suppress(OSError):
-        PARTIAL_HASHES[str(partial)] = (_stamp(partial), h.copy())
-    while len(PARTIAL_HASHES) > PARTIAL_HASHES_MAX:
-        PARTIAL_HASHES.popitem(last=False)
 
 
 def local_ok(dest: Path, mf: ManifestFile, rec: PulledFile | None) -> bool:
@@ -105,6 +74,10 @@ def local_ok(dest: Path, mf: ManifestFile, rec: PulledFile | None) -> bool:
 
 
 STATE_SAVE_INTERVAL_S = 1.0
+# A command round trip this long marks a far link. One SSH stream carries at most its channel
+# window (1-2 MiB) per round trip: past ~25 ms that is below what a fast link carries, so a large
+# file goes in pieces over several streams. Nearer, one stream is as fast and costs less CPU.
+FAR_S = 0.025
 
 
 class Puller:
@@ -113,26 +86,35 @@ class Puller:
         self.host, self.abs_root, self.dest, self.state = host, abs_root, dest, state
         self.deadline, self.progress = deadline, progress
         self.transferred = 0
+        self.meter = Meter(0, 0, progress)
+        self.far: bool | None = None  # None: not measured yet this call
         self.saved_at = time.monotonic()
         self.findings: list[RosterFinding] = []
         self.packer: PackerChoice = "auto"  # GNU tar when the box has it, else Python; tests pin one
 
     async def run(self, files: list[ManifestFile], packed: bool = False) -> bool:
         """Pull what is missing; True when every file is done (verified or failed). `packed`:
-        the small files travel as one tar packed on the box, the rest one by one."""
+        the small files travel as one tar packed on the box, the rest one by one. Files go in
+        manifest order: a run of files too small to cut in pieces a few at once, a larger file
+        alone over several streams."""
         if packed and not await self._packed(files):
             return False
-        total = sum(f.bytes for f in files)
-        done_bytes = sum(f.bytes for f in files if self._status(f) == "done")
-        for mf in files:
-            if self._status(mf) == "done":
-                continue
+        todo = [mf for mf in files if self._status(mf) != "done"]
+        done = sum(f.bytes for f in files) - sum(f.bytes for f in todo)
+        self.meter = Meter(done, sum(f.bytes for f in files), self.progress)
+        for batch in batches(todo):
             if time.monotonic() > self.deadline:
                 return False
-            finished = await self._one(mf, done_bytes, total)
-            if not finished:
+            pending = iter(batch)
+            if not all(await together([self._each(pending) for _ in range(min(STREAMS, len(batch)))])):
                 return False
-            done_bytes += mf.bytes
+        return True
+
+    async def _each(self, pending: Iterator[ManifestFile]) -> bool:
+        """Pull files from the shared `pending` until none is left; False when the deadline stopped it."""
+        for mf in pending:
+            if time.monotonic() > self.deadline or not await self._one(mf):
+                return False
         return True
 
     def _status(self, mf: ManifestFile) -> str:
@@ -151,55 +133,56 @@ class Puller:
             return "done"
         return "pending"
 
-    async def _one(self, mf: ManifestFile, done_bytes: int, total: int) -> bool:
+    async def _one(self, mf: ManifestFile) -> bool:
         partial = state_dir(self.dest) / "partial" / mf.path
-        finished, size, digest = await self._stream(f"{self.abs_root}/{mf.path}", partial, mf.bytes,
-                                                    done_bytes, total, mf.path)
-        if not finished:
+        got = await self._stream(f"{self.abs_root}/{mf.path}", partial, mf.bytes, mf.sha256, self.meter, mf.path)
+        if not got.finished:
             return False
-        self._finish(mf, partial, size, digest)
+        self.meter.done += mf.bytes - got.held  # a short file counts as done in the progress
+        self._finish(mf, partial, got.size, got.digest)
         return True
 
-    async def _stream(self, remote: str, partial: Path, size: int, done_bytes: int, total: int,
-                      label: str) -> tuple[bool, int, str]:
-        """Receive `remote` into `partial` (resuming what is there), hashing while it arrives:
-        (finished, bytes held, sha256 of them); not finished when the deadline stopped it."""
+    async def _stream(self, remote: str, partial: Path, size: int, sha256: str, meter: Meter, label: str) -> Got:
+        """Receive `remote` into `partial` (resuming what is there), hashing it in order as it arrives,
+        in pieces over several streams when it is large; not finished when the deadline stopped it."""
         partial.parent.mkdir(parents=True, exist_ok=True)
-        h = hashlib.sha256()
-        offset = partial.stat().st_size if partial.exists() else 0
-        if offset > size:
-            partial.unlink()
-            offset = 0
-        if offset:
-            h = await _resume_hash(partial, h)
-        with partial.open("ab") as out:
-            # A writer thread hashes and writes while the event loop keeps receiving.
-            q: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
-            writer = asyncio.ensure_future(asyncio.to_thread(_drain, q, out, h))
-            pos, stopped = offset, False
-            try:
-                async for chunk in self.host.read_stream(remote, offset, CHUNK):
-                    chunk = chunk[: max(0, size - pos)]
-                    while q.full():
-                        await asyncio.sleep(0.001)
-                    q.put_nowait(chunk)
-                    pos += len(chunk)
-                    self.transferred += len(chunk)
-                    if self.progress:
-                        await self.progress(done_bytes + pos, total, label)
-                    if pos >= size:
-                        break
-                    if time.monotonic() > self.deadline:
-                        stopped = True
-                        break
-            finally:
-                q.put(None)
-                await writer
-                out.flush()
-                os.fsync(out.fileno())
-        if stopped:
-            _keep_hash(partial, h)
-        return not stopped, pos, h.hexdigest()
+        where = plan_file(self.dest, partial)
+        split = size >= 2 * PIECE and (where.exists() or await self._far(remote))
+        plan = await asyncio.to_thread(open_plan, where, partial, size, sha256, split)
+        h = await resume_hash(partial, plan.frontier())
+        meter.done += plan.held()
+
+        async def on_bytes(n: int) -> None:
+            self.transferred += n
+            await meter.add(n, label)
+
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
+        save = (lambda p: save_plan(where, p)) if plan.split() else None
+        receiver = Receiver(self.host, remote, fd, plan, h, lambda: time.monotonic() > self.deadline, on_bytes, save)
+        try:
+            got = await receiver.run()
+        except BaseException:
+            if receiver.settled:  # a lost connection: the hash of what arrived is still good for the next call
+                keep_hash(partial, receiver.disk.hashed, h)
+            raise
+        if got.finished:
+            drop_plan(where)  # what follows moves the partial into place or deletes it
+        else:
+            keep_hash(partial, got.size, h)
+        return got
+
+    async def _far(self, remote: str) -> bool:
+        """The link is far: one stream cannot fill it (measured once a call, the better of two
+        command round trips, so a first command that opens a channel does not count)."""
+        if self.far is None:
+            rtt = float("inf")
+            for _ in range(2):
+                started = time.monotonic()
+                await self.host.stat(remote)
+                rtt = min(rtt, time.monotonic() - started)
+            self.far = rtt >= FAR_S
+            log.debug("pull from %s: command round trip %.1f ms, far=%s", self.host.name, rtt * 1e3, self.far)
+        return self.far
 
     def _finish(self, mf: ManifestFile, partial: Path, size: int, digest: str) -> None:
         self._settle(mf, partial, size, digest)
@@ -304,12 +287,12 @@ class Puller:
             await self._drop(pt, keep_tar=True)
             return "lost"
         local = local_tar(self.dest, pt.tar_sha256)
-        finished, _, digest = await self._stream(remote, local, pt.tar_bytes, 0, pt.tar_bytes,
-                                                 f"pack of {len(pt.files)} files")
-        if not finished:
+        got = await self._stream(remote, local, pt.tar_bytes, pt.tar_sha256, Meter(0, pt.tar_bytes, self.progress),
+                                 f"pack of {len(pt.files)} files")
+        if not got.finished:
             return "stopped"
-        if digest != pt.tar_sha256:
-            self._note(f"the pack received differs from the one hashed on the box (sha256 {digest}, expected "
+        if got.size != pt.tar_bytes or got.digest != pt.tar_sha256:
+            self._note(f"the pack received differs from the one hashed on the box (sha256 {got.digest}, expected "
                        f"{pt.tar_sha256}): packing again")
             await self._drop(pt)
             return "lost"
@@ -375,7 +358,3 @@ class Puller:
             drop_packed(self.dest)
 
 
-def _drain(q: queue.Queue[bytes | None], out: BinaryIO, h: hashlib._Hash) -> None:
-    while (chunk := q.get()) is not None:
-        out.write(chunk)
-        h.update(chunk)

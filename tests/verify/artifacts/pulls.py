@@ -9,6 +9,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from mcp_server.verify.artifacts.spans import SpanPlan, plan_file
+from mcp_server.verify.artifacts.state import state_dir
 from tests.conftest import Caller, structured
 from tests.support.checkpoints import torch_zip
 
@@ -25,6 +27,14 @@ async def until_done(client: Caller, **args: Any) -> dict[str, Any]:
         if r["done"]:
             return r
     raise AssertionError("never finished")
+
+
+def held(dest: Path, path: str) -> int:
+    """Bytes of a file's partial copy the pull holds: its piece plan's count when the file travels in
+    pieces (written at their offsets, so the partial's size says nothing), else the partial's size."""
+    partial = state_dir(dest) / "partial" / path
+    plan = plan_file(dest, partial)
+    return SpanPlan.model_validate_json(plan.read_bytes()).held() if plan.exists() else partial.stat().st_size
 
 
 def write_checkpoint(path: Path) -> None:

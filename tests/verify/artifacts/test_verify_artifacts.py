@@ -15,7 +15,7 @@ from mcp_server.ledger import Ledger
 from mcp_server.verify.artifacts.record import VerificationRecord, read_verifications
 from tests.conftest import error_text, structured
 from tests.support.wait import until
-from tests.verify.artifacts.pulls import safetensors, until_done, verify
+from tests.verify.artifacts.pulls import held, safetensors, until_done, verify
 
 
 async def test_a_roster_with_a_200_mb_file_pulls_and_verifies(results, client, env) -> None:
@@ -68,7 +68,7 @@ async def test_interrupted_pull_resumes_without_resending_and_a_flipped_byte_is_
     box.restart()  # the connection drops mid-file; the box comes back
     first = await task
     assert first.is_error and "connection" in error_text(first).lower()
-    sent_before = partial.stat().st_size
+    sent_before = held(dest, "b_big.bin")
     assert 0 < sent_before < 150_000_000
     # Someone changes a file on the box after its manifest was built.
     z = results / "z.json"
@@ -245,12 +245,12 @@ async def test_a_finished_verification_links_its_record_and_the_pulled_files(res
 async def test_a_budgeted_pull_resumes_its_hash_and_never_rereads_the_bytes_it_hashed(results, client) -> None:
     """Issue 33: each resumed call continued the hash from its partial file's first byte, so a pull
     cost grew with the square of its size and, past the budget, never moved again."""
-    from mcp_server.verify.artifacts import pull
+    from mcp_server.verify.artifacts import partial_hash
 
     with (results / "big.bin").open("wb") as f:
         f.truncate(400_000_000)  # sparse: cheap to create, 400 MB to hash and move
-    pull.PARTIAL_HASHES.clear()
-    before = pull.REHASHED_BYTES
+    partial_hash.PARTIAL_HASHES.clear()
+    before = partial_hash.REHASHED_BYTES
     calls = 0
     while True:
         calls += 1
@@ -259,18 +259,18 @@ async def test_a_budgeted_pull_resumes_its_hash_and_never_rereads_the_bytes_it_h
             break
         assert calls < 200
     assert r["passed"] is True and calls > 1, calls
-    assert before == pull.REHASHED_BYTES, "bytes already hashed were read again"
+    assert before == partial_hash.REHASHED_BYTES, "bytes already hashed were read again"
 
 
 async def test_after_a_restart_the_partial_is_hashed_once_more_and_the_pull_still_verifies(results, client) -> None:
-    from mcp_server.verify.artifacts import pull
+    from mcp_server.verify.artifacts import partial_hash
 
     with (results / "big.bin").open("wb") as f:
         f.truncate(300_000_000)
     first = await verify(client, root=str(results), roster=["big.bin"], budget_s=2)
     assert first["done"] is False
-    pull.PARTIAL_HASHES.clear()  # what a server restart forgets
-    before = pull.REHASHED_BYTES
+    partial_hash.PARTIAL_HASHES.clear()  # what a server restart forgets
+    before = partial_hash.REHASHED_BYTES
     last = await until_done(client, root=str(results), roster=["big.bin"], budget_s=2)
     assert last["passed"] is True
-    assert 0 < pull.REHASHED_BYTES - before <= 300_000_000  # the prefix once, not once per call
+    assert 0 < partial_hash.REHASHED_BYTES - before <= 300_000_000  # the prefix once, not once per call
