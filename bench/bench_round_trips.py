@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from _common import Bench
+from _common import Bench, median_s
 from mcp import Client
 
 from mcp_server.quiet_imports import quiet_known_warnings
@@ -32,22 +31,11 @@ RTT = 2 * ONE_WAY_S
 SAMPLES = 9
 
 
-async def median(fn: Callable[[], Awaitable[object]]) -> float:
-    """Median seconds of a warm call (two warm-up calls first)."""
-    for _ in range(2):
-        await fn()
-    times = []
-    for _ in range(SAMPLES):
-        t0 = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 async def rtts(fn: Callable[[str], Awaitable[object]]) -> float:
     """Round trips a warm call makes: (its time to the far box - its time to the loopback box) /
     the added round-trip time, so the server's own work is not counted as round trips."""
-    return (await median(lambda: fn("far")) - await median(lambda: fn("box0"))) / RTT
+    far = await median_s(lambda: fn("far"), SAMPLES, warmup=2)
+    return (far - await median_s(lambda: fn("box0"), SAMPLES, warmup=2)) / RTT
 
 
 def ok(r: Any) -> Any:
@@ -64,10 +52,10 @@ async def main() -> None:
     try:
         async with asyncssh.connect("127.0.0.1", link.port, username="root", client_keys=[str(b.sshd.clientkey)],
                                     known_hosts=str(b.root / "known_hosts_far")) as conn:
-            far = await median(lambda: conn.run("true", check=True))
+            far = await median_s(lambda: conn.run("true", check=True), SAMPLES, warmup=2)
         async with asyncssh.connect("127.0.0.1", b.sshd.port, username="root", client_keys=[str(b.sshd.clientkey)],
                                     known_hosts=str(b.sshd.known_hosts)) as conn:
-            raw = (far - await median(lambda: conn.run("true", check=True))) / RTT
+            raw = (far - await median_s(lambda: conn.run("true", check=True), SAMPLES, warmup=2)) / RTT
         async with Client(build_server(Settings.from_env()), read_timeout_seconds=120) as c:
             async def call(name: str, args: dict[str, Any]) -> Any:
                 return ok(await c.call_tool(name, args))

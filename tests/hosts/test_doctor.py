@@ -5,7 +5,6 @@ classifier and the fallback rule as tables."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ from mcp_server.hosts.doctor_models import DoctorReport, FailureClass, fallback_
 from mcp_server.hosts.doctor_network import is_fake_ip
 from mcp_server.settings import Settings
 from tests.conftest import Env
+from tests.support.listeners import silent_port
 from tests.support.sshd import Sshd, free_port, keygen
 
 
@@ -85,18 +85,8 @@ async def test_a_closed_port_is_connection_refused_and_names_the_rental_port_rou
 
 @pytest.fixture
 async def silent_listener() -> AsyncIterator[int]:
-    """A TCP listener on loopback that accepts and never sends a byte (Clash on a high port)."""
-    release = asyncio.Event()
-
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await release.wait()
-        writer.close()
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1]
-    release.set()
-    server.close()
-    await server.wait_closed()
+    async with silent_port() as port:
+        yield port
 
 
 async def test_tcp_up_without_a_banner_is_banner_timeout_within_the_bound(silent_listener: int, env: Env) -> None:

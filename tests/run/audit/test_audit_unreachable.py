@@ -4,7 +4,6 @@ SSH banner, a changed host key, a key the box does not know), and nothing is pin
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,22 +11,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import error_text, structured
+from tests.support import listeners
 from tests.support.sshd import keygen
 
 
 @pytest.fixture
 async def silent_port() -> AsyncIterator[int]:
-    """A port that accepts TCP and never says a word (what a proxy's dead high port looks like)."""
-    release = asyncio.Event()
-
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await release.wait()
-        writer.close()
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1]
-    release.set()
-    server.close()
+    async with listeners.silent_port() as port:
+        yield port
 
 
 async def test_a_closed_port_is_diagnosed_with_the_rental_port_route(env: Any, client: Any) -> None:
