@@ -48,6 +48,10 @@ class FrameWriter(Protocol):
     def write(self, data: bytes) -> None: ...
 
 
+class NotSent(TransportError):
+    """The channel was gone before the command was written: it did not run (safe to run elsewhere)."""
+
+
 class Wedged(Exception):
     """The box did not answer within the command's bound plus grace; `pgid` is the command's
     process group when the box had reported it."""
@@ -131,7 +135,13 @@ class Session:
             body = script.encode("utf-8", "surrogateescape")
             data = stdin or b""
             head = {"id": rid, "script": len(body), "stdin": len(data), "timeout": timeout, "cap": cap}
-            self._writer.write(json.dumps(head).encode() + b"\n" + body + data)
+            try:
+                self._writer.write(json.dumps(head).encode() + b"\n" + body + data)
+            except Exception as exc:  # the channel closed under us: nothing was sent
+                self._pending.pop(rid, None)
+                self.fail(f"{type(exc).__name__} while sending")
+                raise NotSent(f"the command channel closed before the command was sent ({type(exc).__name__})",
+                              host=self.host) from exc
             try:
                 await asyncio.wait_for(asyncio.shield(outcome.done), timeout + grace_s(timeout))
             except TimeoutError:

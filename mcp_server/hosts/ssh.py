@@ -55,7 +55,7 @@ from mcp_server.hosts.known_hosts import (
     pin_key,
     unknown_key_error,
 )
-from mcp_server.hosts.session import Opened, Session, SessionSlot, Wedged, open_channel, start_command
+from mcp_server.hosts.session import NotSent, Opened, Session, SessionSlot, Wedged, open_channel, start_command
 from mcp_server.hosts.ssh_config import ResolvedDestination, resolve_options
 from mcp_server.hosts.streams import read_capped, read_stderr_and_pgid
 from mcp_server.settings import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, MAX_CHANNELS
@@ -276,8 +276,9 @@ class SshHost:
         conn = await self.connection()
         started = time.monotonic()
         session = self.command_channel.for_call(conn, stdin) if self.command_channel else None
-        if session is not None:
-            return await self._run_in_session(session, conn, script, stdin, limit, max_output, started)
+        with contextlib.suppress(NotSent):  # the channel was already gone: the command never ran, so exec it
+            if session is not None:
+                return await self._run_in_session(session, conn, script, stdin, limit, max_output, started)
         command, stdin = remote_command(script, stdin)
         async with self._slow if slow else contextlib.nullcontext(), self._channels:
             try:

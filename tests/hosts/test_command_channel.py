@@ -169,3 +169,16 @@ async def test_security_a_malformed_frame_breaks_the_channel_never_a_result(fram
         await s.call("true", None, 5, 1000)
     assert not s.usable
     assert session_module.MAX_FRAME < 99999999
+
+
+async def test_a_channel_closed_before_a_command_is_written_runs_it_over_exec(box: Any, env: Any) -> None:
+    """A command that never reached the box (its channel was already closing) is not lost: it runs
+    over an exec channel, once."""
+    host = make_ssh_host(env)
+    try:
+        await warm_command_channel(host)
+        assert host.command_channel is not None
+        host.command_channel._close()  # type: ignore[misc]  # the channel closes under the session
+        assert (await host.run("echo still here")).text == "still here\n"
+    finally:
+        await host.close()
