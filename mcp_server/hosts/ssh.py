@@ -182,20 +182,18 @@ class SshHost:
             return self._conn
 
     async def _open(self, dest: Destination, depth: int) -> _Connection:
+        """`dest` through its ProxyJump hops, each kept open (and closed with the host) as the next
+        one's tunnel. As in OpenSSH, the first hop is reached as its own config says, its own
+        ProxyJump included; each later hop through the one before it."""
         if depth > 4:
             raise ConfigError("ProxyJump chain too long (more than 4 hops)", host=self.name)
         r = _resolve(dest, self.ssh_config)
         tunnel: _Connection | None = None
-        for hop in r.jump_hops():
-            tunnel = await self._open_via(hop, tunnel, depth + 1)
+        for i, hop in enumerate(r.jump_hops()):
+            tunnel = await (self._open(hop, depth + 1) if i == 0 else
+                            self._open_checked(_resolve(hop, self.ssh_config), tunnel))
+            self._jumps.append(tunnel)
         return await self._open_checked(r, tunnel)
-
-    async def _open_via(self, dest: Destination, tunnel: _Connection | None, depth: int) -> _Connection:
-        """One ProxyJump hop, kept open (and closed with the host) as the next hop's tunnel."""
-        r = _resolve(dest, self.ssh_config)
-        conn = await self._open_checked(r, tunnel)
-        self._jumps.append(conn)
-        return conn
 
     def _trusted(self, r: ResolvedDestination) -> asyncssh.SSHKnownHosts:
         return asyncssh.import_known_hosts(known_hosts_text((self.known_hosts_path, *r.known_hosts_files)))
@@ -231,6 +229,8 @@ class SshHost:
         """Called when the key was not trusted: refuse with both fingerprints, or pin a
         first-seen key when the policy is accept-new. Returns only after pinning."""
         label = known_hosts_label(r.host, r.port)
+        # A ProxyJump hop's refusal says which hop it is.
+        named = label if r.alias == self.destination.host else f"{label} (ProxyJump hop {r.alias})"
         presented = await asyncio.wait_for(
             asyncssh.get_server_host_key(r.host, r.port, tunnel=tunnel, config=[]),
             self.connect_timeout_s,
@@ -240,9 +240,10 @@ class SshHost:
         shown = presented.get_fingerprint("sha256")
         trusted = asyncssh.match_known_hosts(self._trusted(r), r.host, r.host, None if r.port == 22 else r.port)[0]
         if trusted:
-            raise changed_key_error(self.name, label, shown, [k.get_fingerprint("sha256") for k in trusted])
+            raise changed_key_error(self.name, named, shown, list(dict.fromkeys(k.get_fingerprint("sha256")
+                                                                                for k in trusted)))
         if self.host_key_policy != "accept-new":
-            raise unknown_key_error(self.name, label, shown, r.host, r.port)
+            raise unknown_key_error(self.name, named, shown, r.host, r.port)
         pin_key(self.known_hosts_path, label, presented.export_public_key("openssh").decode())
         log.warning("ssh %s: pinned new host key %s for %s in %s", self.name, shown, label, self.known_hosts_path)
 
