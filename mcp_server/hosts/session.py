@@ -48,8 +48,9 @@ class FrameWriter(Protocol):
     def write(self, data: bytes) -> None: ...
 
 
-class NotSent(TransportError):
-    """The channel was gone before the command was written: it did not run (safe to run elsewhere)."""
+class NotSent(Exception):
+    """The channel was gone before the command was written: it did not run, so SshHost runs it over
+    an exec channel instead (never raised out of SshHost, so not one of the coded errors)."""
 
 
 class Wedged(Exception):
@@ -140,8 +141,7 @@ class Session:
             except Exception as exc:  # the channel closed under us: nothing was sent
                 self._pending.pop(rid, None)
                 self.fail(f"{type(exc).__name__} while sending")
-                raise NotSent(f"the command channel closed before the command was sent ({type(exc).__name__})",
-                              host=self.host) from exc
+                raise NotSent(f"the command channel closed before the command was sent ({type(exc).__name__})") from exc
             try:
                 await asyncio.wait_for(asyncio.shield(outcome.done), timeout + grace_s(timeout))
             except TimeoutError:
