@@ -105,8 +105,10 @@ def run_state(d: str, young: bool) -> tuple[str, str | None]:
     """The run's state and exit code from its run-dir files, as rgt_state decides (`young`: may still start)."""
     pid, code = first_line(os.path.join(d, "pid")), first_line(os.path.join(d, "exit_code"))
     alive = wrapper_alive(d, pid, os.path.join(d, "wrapper.sh"))
-    if os.path.exists(os.path.join(d, "cancelled")) and not alive and not has_orphans(d):
-        return "cancelled", code
+    if os.path.exists(os.path.join(d, "cancelled")) and not alive:
+        # A cancel whose processes are still dying is not over yet: the patrol's verdict is sent
+        # once, so it waits for them instead of calling the run failed from its exit code 143.
+        return ("orphaned", None) if has_orphans(d) else ("cancelled", code)
     if code is not None:
         if code != "0":
             return "failed", code
