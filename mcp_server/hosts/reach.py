@@ -4,11 +4,14 @@ string. Used where a tool meets a box first (audit_box)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from mcp_server.errors import TransportError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostPool, HostSpec
+
+log = logging.getLogger(__name__)
 
 CALL_BUDGET_S = 35.0  # a tool call returns in under ~40 s: the doctor gets what the connect left
 MIN_DOCTOR_S = 5.0
@@ -37,10 +40,14 @@ async def diagnosed(exc: TransportError, pool: HostPool, spec: HostSpec, budget_
     from mcp_server.hosts.doctor import diagnose
 
     settings = pool.settings
-    report = await diagnose(spec.destination, ssh_config=settings.ssh_config,
-                            known_hosts_path=settings.known_hosts_path,
-                            connect_timeout_s=min(settings.connect_timeout_s, 10.0),
-                            budget_s=max(MIN_DOCTOR_S, budget_s))
+    try:
+        report = await diagnose(spec.destination, ssh_config=settings.ssh_config,
+                                known_hosts_path=settings.known_hosts_path,
+                                connect_timeout_s=min(settings.connect_timeout_s, 10.0),
+                                budget_s=max(MIN_DOCTOR_S, budget_s))
+    except Exception:  # the doctor must never hide the error it was asked to explain
+        log.exception("connection doctor failed for %s", spec.name)
+        return exc
     message = "\n".join([exc.message, *report.lines()])
     return type(exc)(message, host=exc.host, observed=exc.observed, expected=exc.expected,
                      next_step=report.route or exc.next_step)
