@@ -159,3 +159,10 @@ class ConflictError(RgtError):
     """The object exists already in a state that this action would clash with."""
 
     code = "CONFLICT"
+
+
+class LocalHostUnsupported(RgtError):
+    """The `local` host cannot exist on this machine's OS (it needs bash, process groups and POSIX
+    signals: Windows has none of them); an SSH box works from any OS."""
+
+    code = "LOCAL_HOST_UNSUPPORTED"

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import platformdirs
 from pydantic import BaseModel, Field, model_validator
 
+from mcp_server import portable
 from mcp_server.errors import ConfigError
 
 APP = "remote-gpu-trainer"
@@ -119,10 +119,10 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
-        home = Path(env.get("RGT_HOME") or platformdirs.user_state_dir(APP)).expanduser()
+        home = Path(env.get("RGT_HOME") or portable.state_dir(APP)).expanduser()
         local_root = _local_root(env, home)
         config = Path(
-            env.get("RGT_CONFIG") or Path(platformdirs.user_config_dir(APP)) / "hosts.toml"
+            env.get("RGT_CONFIG") or portable.config_dir(APP) / "hosts.toml"
         ).expanduser()
         ssh_raw = env.get("RGT_SSH_CONFIG")
         if ssh_raw is not None and ssh_raw.lower() == "none":

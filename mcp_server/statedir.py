@@ -1,7 +1,8 @@
 """The server's own state on this machine (RGT_HOME): the ledger with its teardown records,
 pinned host keys, pulls. Other local users must not read or change it, so the directory is
 kept 0700 and its secret-bearing files 0600; a looser mode found at start is tightened and
-logged, never silently left."""
+logged, never silently left. On Windows modes are not applied (chmod there sets only the
+read-only flag): the folder is private by the ACL %LOCALAPPDATA% gives its owner (portable.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from mcp_server import portable
+from mcp_server.portable_io import O_BINARY
+
 log = logging.getLogger(__name__)
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
 def _tighten(path: Path, mode: int) -> None:
+    if not portable.modes_enforced():
+        return
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -41,7 +47,7 @@ def secure_state(home: Path, files: Iterable[Path]) -> None:
 def create_private(path: Path) -> None:
     """Create an empty file readable by its owner only, unless it exists."""
     with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_BINARY, FILE_MODE))
 
 
 def http_token(home: Path, given: str | None) -> tuple[str, bool]:
@@ -53,7 +59,7 @@ def http_token(home: Path, given: str | None) -> tuple[str, bool]:
     path = home / "http-token"
     _tighten(path, FILE_MODE)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_BINARY, FILE_MODE)
     except FileExistsError:
         token = path.read_text(encoding="utf-8").strip()
         if len(token) < 32:

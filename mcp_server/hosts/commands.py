@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import signal
 from collections.abc import Iterable
 
+from mcp_server import portable
 from mcp_server.errors import CommandTimeout, InputError, cut_value
 from mcp_server.hosts.base import FileStat
 
@@ -140,11 +140,8 @@ def shell_status(status: int | None, signal_name: str | None) -> int | None:
     when the box reported neither (its outcome is unknown)."""
     if status is not None and status >= 0:
         return status
-    if signal_name:
-        try:
-            return 128 + int(signal.Signals["SIG" + signal_name.upper().removeprefix("SIG")])
-        except KeyError:
-            return 128
+    if signal_name:  # the box's (Linux) number, not this machine's: macOS numbers differ, Windows lacks most
+        return 128 + (portable.box_signal_number(signal_name) or 0)
     return None
 
 

@@ -28,12 +28,16 @@ from mcp_server.hosts.doctor_models import (
 )
 from mcp_server.hosts.doctor_network import dns_step, rtt_step, tcp_and_banner
 from mcp_server.hosts.doctor_openssh import effective_settings, have
+from mcp_server.hosts.doctor_route import route_step
+from mcp_server.hosts.doctor_session import session_step
 
 __all__ = ["diagnose", "fallback_allowed"]
 
 TOTAL_BUDGET_S = 35.0
 SETTINGS_BOUND_S = 5.0
 DNS_BOUND_S = 5.0
+ROUTE_BOUND_S = 3.0
+SESSION_SAMPLE_S = 8.0  # the round trip and the throughput sample each way, all together
 SESSION_EXTRA_S = 10.0  # an ssh/sftp run: its connect timeout plus this for kex, auth and exit
 
 
@@ -93,6 +97,7 @@ async def _network(run: _Run, settings: EffectiveSettings) -> str | None:
     run.add(dns)
     if not addresses:
         return None
+    run.add(await route_step(addresses[0], settings.port, run.bound(ROUTE_BOUND_S)))
     tcp, banner = await tcp_and_banner(addresses[0], settings.port, run.bound(run.connect_timeout_s),
                                        run.bound(run.banner_timeout_s))
     if not run.add(tcp) or banner is None or not run.add(banner):
@@ -107,10 +112,11 @@ async def _session(run: _Run, settings: EffectiveSettings) -> None:
     step, run.auth_method = await auth_step(run.dest, run.ssh_config, settings, files,
                                             run.connect_timeout_s, run.bound(own))
     if not run.add(step):
-        run.skip_rest(["sftp"], "skipped: authentication failed")
+        run.skip_rest(["sftp", "session"], "skipped: authentication failed")
         return
     step, run.sftp = await sftp_step(run.dest, run.ssh_config, files, run.connect_timeout_s, run.bound(own))
     run.add(step)
+    run.add(await session_step(run.dest, run.ssh_config, files, run.connect_timeout_s, run.bound(SESSION_SAMPLE_S)))
 
 
 async def _direct(run: _Run, settings: EffectiveSettings) -> None:
@@ -120,35 +126,42 @@ async def _direct(run: _Run, settings: EffectiveSettings) -> None:
         return
     step, run.host_key = await host_key_step(settings, _known_hosts(run, settings), run.bound(run.connect_timeout_s))
     if not run.add(step):
-        run.skip_rest(["auth", "sftp"], "skipped: the host key is not trusted (never re-accepted here)")
+        run.skip_rest(["auth", "sftp", "session"], "skipped: the host key is not trusted (never re-accepted here)")
     else:
         await _session(run, settings)
     run.add(await rtt_step(address, settings, run.bound(run.connect_timeout_s)))
 
 
 def _after(run: _Run) -> list[StepName]:
-    order: list[StepName] = ["dns", "tcp", "banner", "host_key", "auth", "sftp", "rtt"]
+    order: list[StepName] = ["dns", "route", "tcp", "banner", "host_key", "auth", "sftp", "session", "rtt"]
     done = {s.name for s in run.steps}
     return [n for n in order if n not in done]
 
 
 async def _proxied(run: _Run, settings: EffectiveSettings) -> None:
     via = f"ProxyJump {settings.proxy_jump}" if settings.proxy_jump else "ProxyCommand"
-    run.skip_rest(["dns", "tcp", "banner", "host_key"],
+    run.skip_rest(["dns", "route", "tcp", "banner", "host_key"],
                   f"skipped: the box is reached through {via}; ssh checks the path and the host key")
     await _session(run, settings)
     run.skip_rest(["rtt"], f"skipped: reached through {via}")
 
 
-# With a fake-IP answer, a connect that times out or breaks was Clash's doing, not the box's.
+# With a fake-IP answer, a connect that times out or breaks was Clash's doing, not the box's; through
+# a TUN device, so is a connect or a banner that never comes.
 _MASKED_BY_FAKE_IP = frozenset({"timeout", "other_error"})
+_MASKED_BY_TUN = frozenset({"timeout", "other_error", "banner_timeout"})
+
+
+def _warned(run: _Run, name: StepName, cls: FailureClass) -> bool:
+    return any(s.name == name and s.failure_class == cls for s in run.steps)
 
 
 def _failure_class(run: _Run, failure: DoctorStep) -> FailureClass:
-    dns = next((s for s in run.steps if s.name == "dns"), None)
-    fake = dns is not None and dns.failure_class == "fake_ip"
-    if fake and failure.name in ("tcp", "banner") and failure.failure_class in _MASKED_BY_FAKE_IP:
-        return "fake_ip"
+    if failure.name in ("tcp", "banner"):
+        if _warned(run, "dns", "fake_ip") and failure.failure_class in _MASKED_BY_FAKE_IP:
+            return "fake_ip"
+        if _warned(run, "route", "tun_interference") and failure.failure_class in _MASKED_BY_TUN:
+            return "tun_interference"
     return failure.failure_class or "other_error"
 
 

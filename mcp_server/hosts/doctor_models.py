@@ -13,7 +13,7 @@ FailureClass = Literal[
     "banner_timeout", "host_key_unknown", "host_key_mismatch", "auth_failed", "no_sftp",
     "other_error",
 ]
-StepName = Literal["settings", "dns", "tcp", "banner", "host_key", "auth", "sftp", "rtt"]
+StepName = Literal["settings", "dns", "route", "tcp", "banner", "host_key", "auth", "sftp", "session", "rtt"]
 StepStatus = Literal["ok", "warn", "fail", "skipped"]
 HostKeyVerdict = Literal["known", "unknown", "changed", "not_checked"]
 

@@ -9,7 +9,6 @@ import contextlib
 import getpass
 import os
 import shutil
-import signal
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.doctor_models import EffectiveSettings
 from mcp_server.hosts.local import box_env
+from mcp_server.portable_io import kill_session, own_session
 
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
 _NONE = "none"
@@ -63,7 +63,7 @@ async def run_tool(argv: list[str], timeout_s: float, stdin: bytes | None = None
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=tool_env(),
-            start_new_session=True,
+            **own_session(),
         )
     except FileNotFoundError:
         return ToolRun(127, "", f"{argv[0]}: not on PATH")
@@ -71,7 +71,7 @@ async def run_tool(argv: list[str], timeout_s: float, stdin: bytes | None = None
         out, err = await asyncio.wait_for(proc.communicate(stdin), max(timeout_s, 0.1))
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid, proc.kill)
         out, err = await proc.communicate()
         return ToolRun(None, out.decode(errors="replace"), err.decode(errors="replace"))
     return ToolRun(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))

@@ -15,16 +15,13 @@ import ssl
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import ConfigError, InputError, TransportError
 from mcp_server.hosts.doctor_network import is_fake_ip
+from mcp_server.hosts.fallback_options import DohAnswer, validate_resolver_url
 
-DEFAULT_DOH_RESOLVER = "https://1.1.1.1/dns-query"
-RESOLVER_PATHS = frozenset({"", "/", "/dns-query", "/resolve"})
 DNS_JSON = "application/dns-json"
 _TYPE_A = 1
 _NOERROR = 0
@@ -34,21 +31,6 @@ _HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0
 _ROUTE = "references://run-remote/ssh-transfer#windows-clash"
 
 
-class DohAnswer(BaseModel):
-    """One DoH lookup as evidence: the unique IPv4 answers in the resolver's order, the first that is
-    not a Clash fake IP, and the sha256 of the canonical JSON of `{"answers": [...]}` (sorted keys,
-    compact separators), which anyone holding the record can recompute."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    resolver_url: str
-    answers: list[str] = Field(min_length=1)
-    selected_ip: str
-    response_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    observed_at: str
-
-
 def canonical_json(value: Any) -> str:
     """The form the ladder's hashes are taken over: sorted keys, compact separators."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -56,39 +38,6 @@ def canonical_json(value: Any) -> str:
 
 def response_sha256(answers: list[str]) -> str:
     return hashlib.sha256(canonical_json({"answers": answers}).encode()).hexdigest()
-
-
-def resolver_url_problem(url: str) -> str | None:
-    """Why `url` is not an acceptable DoH resolver (a named reason), or None when it is."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "unparsable"
-    checks = (
-        (parts.scheme != "https", "not_https"),
-        (not parts.hostname, "no_host"),
-        (parts.username is not None or parts.password is not None or "@" in parts.netloc, "userinfo"),
-        (bool(parts.query) or "?" in url, "query"),
-        (bool(parts.fragment) or "#" in url, "fragment"),
-        (parts.path not in RESOLVER_PATHS, "path"),
-        (port == 0, "port"),
-        (any(c.isspace() for c in url), "whitespace"),
-    )
-    return next((reason for bad, reason in checks if bad), None)
-
-
-def validate_resolver_url(url: str) -> str:
-    """`url` when it is https with no userinfo, query or fragment and a DoH path; else a ConfigError
-    whose `observed` is the named reason (the URL itself is not quoted back)."""
-    reason = resolver_url_problem(url)
-    if reason is not None:
-        raise ConfigError(
-            "the DoH resolver URL is not accepted", observed=reason,
-            expected='https://<host>[:port] with path "", "/", "/dns-query" or "/resolve", '
-            "no user, query or fragment",
-            next_step=f'fix doh_resolver in the inventory, or leave it out for {DEFAULT_DOH_RESOLVER}')
-    return url
 
 
 def _check_name(name: str) -> None:

@@ -21,7 +21,7 @@ from mcp_server.errors import ConfigError, InputError, TransportError
 from mcp_server.hosts.doctor_hostkey import host_label
 from mcp_server.hosts.doctor_models import DoctorReport, fallback_allowed
 from mcp_server.hosts.doctor_network import is_fake_ip
-from mcp_server.hosts.doh import validate_resolver_url
+from mcp_server.hosts.fallback_options import validate_resolver_url
 from mcp_server.hosts.known_hosts import known_hosts_label
 
 FallbackClass = Literal["banner_timeout", "fake_ip", "tun_interference"]

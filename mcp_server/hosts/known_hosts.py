@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from mcp_server.errors import HostKeyError
+from mcp_server.portable_io import O_BINARY
 
 HostKeyPolicy = Literal["strict", "accept-new"]
 
@@ -32,7 +33,7 @@ def pin_key(path: Path, label: str, public_key: str) -> None:
     """Append `label key` to the server's own known_hosts file (never the user's)."""
     line = f"{label} {public_key.strip()}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | O_BINARY, 0o600)
     try:
         os.write(fd, line.encode())
         os.fsync(fd)

@@ -1,4 +1,6 @@
-"""LocalHost: the machine the server runs on, through asyncio subprocesses."""
+"""LocalHost: the machine the server runs on, through asyncio subprocesses. POSIX only (bash, a
+new session per command, its process group signalled to stop it): on Windows the host refuses to
+exist with a coded error that names the ways that work there (portable.require_local_host)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
+from mcp_server import portable
 from mcp_server.errors import CommandTimeout, NotFoundError, TransportError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
 from mcp_server.hosts.commands import INLINE_SCRIPT_MAX, check_path, refuse_nul
@@ -50,6 +53,7 @@ class LocalHost:
     kind: Final = "local"
 
     def __init__(self, name: str = "local", command_timeout_s: float = COMMAND_TIMEOUT_S) -> None:
+        portable.require_local_host(name)
         self.name = name
         self.command_timeout_s = command_timeout_s
         self.round_trips = 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from mcp_server.errors import ConfigError, InputError
 from mcp_server.hosts.base import Host, HostKind
 from mcp_server.hosts.destination import Destination
+from mcp_server.hosts.fallback_options import FallbackOptions
 from mcp_server.hosts.inventory import Inventory, InventoryEntry
 from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.kube_options import KubeOptions
@@ -54,6 +56,8 @@ class HostSpec:
     verify_roots: tuple[str, ...] = ()
     log_roots: tuple[str, ...] = ()
     scratch_named: bool = False  # the inventory names the scratch root (else it follows the durable root)
+    fallback: FallbackOptions | None = None  # transport_fallback = "clash"
+    forward_agent: bool = False
 
     def widening(self, roots: list[str], under: int | None) -> str | None:
         """The entry of `roots` (1-based `under`, as a box script reports which root held a path)
@@ -121,7 +125,17 @@ def _spec(name: str, entry: InventoryEntry, in_inventory: bool, local_root: str)
         kubernetes=entry.kubernetes,
         verify_roots=tuple(entry.verify_roots),
         log_roots=tuple(entry.log_roots),
+        fallback=_fallback(entry),
+        forward_agent=entry.forward_agent,
     )
+
+
+def _fallback(entry: InventoryEntry) -> FallbackOptions | None:
+    if entry.transport_fallback != "clash":
+        return None
+    return FallbackOptions(resolver_url=entry.doh_resolver, interface=entry.fallback_interface,
+                           local_address=str(entry.fallback_local_address) if entry.fallback_local_address else None,
+                           ca_file=Path(entry.doh_ca_file).expanduser() if entry.doh_ca_file else None)
 
 
 class HostPool:
@@ -156,7 +170,7 @@ class HostPool:
         return spec
 
     async def host(self, spec: HostSpec) -> Host:
-        key = f"{spec.destination}|{spec.host_key_policy}"
+        key = f"{spec.destination}|{spec.host_key_policy}|{spec.fallback}|{spec.forward_agent}"
         if key not in self._hosts and spec.kind == "ssh":
             await self._refuse_a_name_of_nothing(spec)
         async with self._lock:
@@ -205,6 +219,8 @@ class HostPool:
             command_timeout_s=s.command_timeout_s,
             max_channels=s.max_channels,
             command_channel=s.command_channel,
+            forward_agent=spec.forward_agent,
+            fallback=spec.fallback,
         )
 
     def kube(self, spec: HostSpec) -> KubeConnection:

@@ -10,6 +10,7 @@ import time
 from mcp_server.errors import TransportError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.pool import HostPool, HostSpec
+from mcp_server.hosts.transport import explained
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +26,8 @@ async def reach(pool: HostPool, spec: HostSpec) -> Host:
         return host
     from mcp_server.hosts.ssh import SshHost  # already loaded: the pool made an SshHost
 
-    if not isinstance(host, SshHost):
-        return host
+    if not isinstance(host, SshHost) or host.diagnoses_failures:
+        return host  # a host with the Clash fallback diagnoses its own failures before it raises
     started = time.monotonic()
     try:
         await host.connection()
@@ -48,6 +49,4 @@ async def diagnosed(exc: TransportError, pool: HostPool, spec: HostSpec, budget_
     except Exception:  # the doctor must never hide the error it was asked to explain
         log.exception("connection doctor failed for %s", spec.name)
         return exc
-    message = "\n".join([exc.message, *report.lines()])
-    return type(exc)(message, host=exc.host, observed=exc.observed, expected=exc.expected,
-                     next_step=report.route or exc.next_step)
+    return explained(exc, report)

@@ -1,11 +1,11 @@
-"""SshHost: a box over SSH (asyncssh). The only module that imports asyncssh.
+"""SshHost: a box over SSH (asyncssh; with ssh_connect.py, which makes the connection, the only
+modules that import it).
 
 One pooled connection per host; warm commands go over its persistent command channel (one round
 trip each, session.py), others over one exec channel each, at most `max_channels` at once (sshd's
-MaxSessions is 10). ~/.ssh/config and ssh-agent are honoured. Host keys are checked strictly
-against known_hosts; `accept-new` pins a first-seen key in the server's own file; a changed key is
-always refused with both fingerprints. asyncssh and socket errors are mapped to ours in
-`_mapped_errors`, nowhere else. Rules that need no asyncssh live beside it: destination.py,
+MaxSessions is 10). ~/.ssh/config and ssh-agent are honoured; host keys, jump hosts and the
+Clash fallback are ssh_connect.py's. asyncssh and socket errors are mapped to ours in
+`mapped_errors`, nowhere else. Rules that need no asyncssh live beside it: destination.py,
 ssh_config.py (what the config means), known_hosts.py (policy), commands.py (shell words).
 """
 
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
-import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
@@ -25,16 +23,8 @@ from mcp_server.quiet_imports import quiet_known_warnings
 
 with quiet_known_warnings():
     import asyncssh
-    from asyncssh.config import SSHClientConfig
 
-from mcp_server.errors import (
-    AuthError,
-    ConfigError,
-    HostKeyError,
-    NotFoundError,
-    RgtError,
-    TransportError,
-)
+from mcp_server.errors import NotFoundError, TransportError
 from mcp_server.hosts.base import DEFAULT_MAX_OUTPUT, CommandResult, FileStat
 from mcp_server.hosts.commands import (
     command_timeout,
@@ -47,16 +37,10 @@ from mcp_server.hosts.commands import (
     stat_command,
 )
 from mcp_server.hosts.destination import Destination
-from mcp_server.hosts.known_hosts import (
-    HostKeyPolicy,
-    changed_key_error,
-    known_hosts_label,
-    known_hosts_text,
-    pin_key,
-    unknown_key_error,
-)
+from mcp_server.hosts.fallback_options import FallbackOptions, TransportRecord
+from mcp_server.hosts.known_hosts import HostKeyPolicy
 from mcp_server.hosts.session import NotSent, Opened, Session, SessionSlot, Wedged, open_channel, start_command
-from mcp_server.hosts.ssh_config import ResolvedDestination, resolve_options
+from mcp_server.hosts.ssh_connect import Connector, mapped_errors
 from mcp_server.hosts.streams import read_capped, read_stderr_and_pgid
 from mcp_server.settings import COMMAND_TIMEOUT_S, CONNECT_TIMEOUT_S, MAX_CHANNELS
 
@@ -64,74 +48,9 @@ log = logging.getLogger(__name__)
 
 _Connection = asyncssh.SSHClientConnection
 _Process = asyncssh.SSHClientProcess[bytes]
-_CONNECT_RETRIES = (0.2, 0.6, 1.5)
-# AES-GCM first: with AES-NI it moves bulk data about 1.7x faster than chacha20 in asyncssh.
-_CIPHERS = ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
-            "aes128-ctr", "aes256-ctr"]
+_START_RETRIES = (0.2, 0.6, 1.5)
 _KILL_TIMEOUT_S = 5.0
 QUICK_RESERVE = 2  # channels slow commands and file streams never take
-
-
-def _resolve(dest: Destination, ssh_config: Path | None) -> ResolvedDestination:
-    """`dest` after the ssh config file (parsed by asyncssh, interpreted by ssh_config.py)."""
-    paths = [str(ssh_config)] if ssh_config and ssh_config.is_file() else []
-    try:
-        cfg = SSHClientConfig.load(
-            None, paths, False, False, False, getpass.getuser(),
-            dest.user if dest.user else (), dest.host, dest.port if dest.port else (),
-        )
-    except (asyncssh.config.ConfigParseError, OSError) as exc:
-        raise ConfigError("cannot read the ssh config", path=str(ssh_config), observed=str(exc)) from exc
-    return resolve_options(dest, cfg.get)
-
-
-@contextlib.contextmanager
-def _mapped_errors(host: str, what: str) -> Iterator[None]:
-    """asyncssh/OSError -> our hierarchy. The one mapping point for this library."""
-    try:
-        yield
-    except RgtError:
-        raise
-    except asyncssh.PermissionDenied as exc:
-        agent = "an ssh-agent is reachable" if os.environ.get("SSH_AUTH_SOCK") else (
-            "no ssh-agent is reachable (SSH_AUTH_SOCK is not set: MCP clients start servers with a "
-            "minimal environment; name SSH_AUTH_SOCK in the client config's env, or set an "
-            "IdentityFile for this host in ~/.ssh/config)"
-        )
-        raise AuthError(
-            f"authentication refused while {what}; {agent}",
-            host=host, observed=exc.reason,
-            next_step="check the user, the key in authorized_keys on the box, and the agent",
-        ) from exc
-    except asyncssh.HostKeyNotVerifiable as exc:
-        raise HostKeyError(f"host key not trusted while {what}", host=host, observed=exc.reason) from exc
-    except asyncssh.ChannelOpenError as exc:
-        if exc.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
-            raise TransportError(
-                f"the box refused a new channel while {what}", host=host, observed=exc.reason,
-                next_step="too many sessions open (sshd MaxSessions); retry shortly",
-            ) from exc
-        raise TransportError(
-            f"the connection could not open a channel while {what}; this says nothing about jobs on the box",
-            host=host, observed=exc.reason, next_step="retry; the pool reconnects",
-        ) from exc
-    except (asyncssh.DisconnectError, asyncssh.ConnectionLost) as exc:
-        raise TransportError(
-            f"connection lost while {what}; this says nothing about jobs on the box",
-            host=host, observed=exc.reason, next_step="retry; the pool reconnects",
-        ) from exc
-    except asyncssh.Error as exc:
-        raise TransportError(f"ssh error while {what}", host=host, observed=str(exc)) from exc
-    except TimeoutError as exc:
-        raise TransportError(
-            f"timed out while {what}", host=host,
-            next_step="check that the box is up and reachable (ports change on many rentals)",
-        ) from exc
-    except OSError as exc:
-        raise TransportError(
-            f"network error while {what}", host=host, observed=f"{type(exc).__name__}: {exc}",
-            next_step="check the address and port; a stopped rental box refuses connections",
-        ) from exc
 
 
 class SshHost:
@@ -151,6 +70,8 @@ class SshHost:
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         max_channels: int = MAX_CHANNELS,
         command_channel: bool = True,
+        forward_agent: bool = False,
+        fallback: FallbackOptions | None = None,
     ) -> None:
         self.name = name
         self.destination = destination
@@ -165,95 +86,44 @@ class SshHost:
         self._slow = asyncio.Semaphore(max(1, max_channels - QUICK_RESERVE))
         self._lock = asyncio.Lock()
         self._conn: _Connection | None = None
-        self._jumps: list[_Connection] = []
+        self._connector = Connector(name, destination, known_hosts_path=known_hosts_path, ssh_config=ssh_config,
+                                    host_key_policy=host_key_policy, connect_timeout_s=connect_timeout_s,
+                                    forward_agent=forward_agent, fallback=fallback)
         self.connects = 0  # how many TCP+SSH handshakes this host has made (pool reuse)
         self.round_trips = 0
         self.command_channel = SessionSlot(name, self._open_command_channel) if command_channel else None
 
     # -- connection -------------------------------------------------------------------
+    @property
+    def _jumps(self) -> list[_Connection]:
+        return self._connector.jumps
+
+    @property
+    def transport(self) -> TransportRecord | None:
+        """How the current connection reached the box (direct, or the Clash fallback and why)."""
+        return self._connector.transport
+
+    @property
+    def diagnoses_failures(self) -> bool:
+        """A failed connect already comes with the connection doctor's report (the fallback ran it)."""
+        return self._connector.fallback is not None
+
     async def connection(self) -> _Connection:
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return self._conn
             await self._drop()
-            with _mapped_errors(self.name, "connecting"):
-                self._conn = await self._open(self.destination, depth=0)
+            self._conn = await self._connector.open()
             self.connects += 1
             return self._conn
 
-    async def _open(self, dest: Destination, depth: int) -> _Connection:
-        """`dest` through its ProxyJump hops, each kept open (and closed with the host) as the next
-        one's tunnel. As in OpenSSH, the first hop is reached as its own config says, its own
-        ProxyJump included; each later hop through the one before it."""
-        if depth > 4:
-            raise ConfigError("ProxyJump chain too long (more than 4 hops)", host=self.name)
-        r = _resolve(dest, self.ssh_config)
-        tunnel: _Connection | None = None
-        for i, hop in enumerate(r.jump_hops()):
-            tunnel = await (self._open(hop, depth + 1) if i == 0 else
-                            self._open_checked(_resolve(hop, self.ssh_config), tunnel))
-            self._jumps.append(tunnel)
-        return await self._open_checked(r, tunnel)
-
-    def _trusted(self, r: ResolvedDestination) -> asyncssh.SSHKnownHosts:
-        return asyncssh.import_known_hosts(known_hosts_text((self.known_hosts_path, *r.known_hosts_files)))
-
-    async def _open_checked(self, r: ResolvedDestination, tunnel: _Connection | None) -> _Connection:
-        try:
-            return await self._connect(r, tunnel)
-        except asyncssh.HostKeyNotVerifiable:
-            await self._diagnose_host_key(r, tunnel)
-            return await self._connect(r, tunnel)
-
-    async def _connect(self, r: ResolvedDestination, tunnel: _Connection | None) -> _Connection:
-        for attempt, pause in enumerate((*_CONNECT_RETRIES, None)):
-            try:
-                # Connect by the alias so asyncssh applies its Host block (IdentityFile...).
-                return await asyncssh.connect(
-                    r.alias, r.explicit_port or (), username=r.explicit_user or (),
-                    config=[str(self.ssh_config)] if self.ssh_config and self.ssh_config.is_file() else (),
-                    known_hosts=self._trusted(r), tunnel=tunnel,
-                    connect_timeout=self.connect_timeout_s, login_timeout=self.connect_timeout_s,
-                    encryption_algs=_CIPHERS,
-                    keepalive_interval=15, keepalive_count_max=3,
-                )
-            except (ConnectionResetError, asyncssh.ConnectionLost) as exc:
-                # sshd's MaxStartups resets bursts of new connections: back off and retry.
-                if pause is None:
-                    raise
-                log.info("ssh %s: connect attempt %d reset (%s); retrying", self.name, attempt + 1, exc)
-                await asyncio.sleep(pause)
-        raise AssertionError("unreachable")
-
-    async def _diagnose_host_key(self, r: ResolvedDestination, tunnel: _Connection | None) -> None:
-        """Called when the key was not trusted: refuse with both fingerprints, or pin a
-        first-seen key when the policy is accept-new. Returns only after pinning."""
-        label = known_hosts_label(r.host, r.port)
-        # A ProxyJump hop's refusal says which hop it is.
-        named = label if r.alias == self.destination.host else f"{label} (ProxyJump hop {r.alias})"
-        presented = await asyncio.wait_for(
-            asyncssh.get_server_host_key(r.host, r.port, tunnel=tunnel, config=[]),
-            self.connect_timeout_s,
-        )
-        if presented is None:
-            raise HostKeyError("the box presented no host key", host=self.name)
-        shown = presented.get_fingerprint("sha256")
-        trusted = asyncssh.match_known_hosts(self._trusted(r), r.host, r.host, None if r.port == 22 else r.port)[0]
-        if trusted:
-            raise changed_key_error(self.name, named, shown, list(dict.fromkeys(k.get_fingerprint("sha256")
-                                                                                for k in trusted)))
-        if self.host_key_policy != "accept-new":
-            raise unknown_key_error(self.name, named, shown, r.host, r.port)
-        pin_key(self.known_hosts_path, label, presented.export_public_key("openssh").decode())
-        log.warning("ssh %s: pinned new host key %s for %s in %s", self.name, shown, label, self.known_hosts_path)
-
     async def _drop(self) -> None:
-        for c in [self._conn, *reversed(self._jumps)]:
+        for c in [self._conn, *reversed(self._connector.jumps)]:
             if c is not None:
                 c.close()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(c.wait_closed(), 2)
-        self._conn, self._jumps = None, []
+        self._conn, self._connector.jumps = None, []
 
     async def close(self) -> None:
         async with self._lock:
@@ -294,7 +164,7 @@ class SshHost:
             pgid: list[int] = []
             try:
                 async with asyncio.timeout(limit):
-                    with _mapped_errors(self.name, "running a command"):
+                    with mapped_errors(self.name, "running a command"):
                         out, trunc, err, done = await self._exchange(proc, stdin, pgid, max_output)
             except TimeoutError:
                 await self._kill(conn, pgid)
@@ -308,7 +178,7 @@ class SshHost:
         return CommandResult(self.name, script, status, out, err, time.monotonic() - started, trunc)
 
     async def _open_command_channel(self, conn: _Connection) -> Opened:
-        with _mapped_errors(self.name, "starting the command channel"):
+        with mapped_errors(self.name, "starting the command channel"):
             return await open_channel(lambda: conn.create_process(start_command(), encoding=None),
                                       self._channels, self.name)
 
@@ -333,7 +203,7 @@ class SshHost:
             read_capped(proc.stdout, max_output),
             read_stderr_and_pgid(proc.stderr, pgid, max_output),
         )
-        with _mapped_errors(self.name, "waiting for a command"):
+        with mapped_errors(self.name, "waiting for a command"):
             done = await proc.wait()
             # Hold the channel slot until sshd has really closed the session,
             # or a burst of calls outruns MaxSessions.
@@ -351,9 +221,9 @@ class SshHost:
     async def _start(self, conn: _Connection, command: str) -> _Process:
         """Open a session channel; a refusal (MaxSessions shared with other clients) is
         retried briefly before it is reported."""
-        for pause in (*_CONNECT_RETRIES, None):
+        for pause in (*_START_RETRIES, None):
             try:
-                with _mapped_errors(self.name, "starting a command"):
+                with mapped_errors(self.name, "starting a command"):
                     return await conn.create_process(command, encoding=None)
             except TransportError as exc:
                 if pause is None or not isinstance(exc.__cause__, asyncssh.ChannelOpenError):
@@ -386,7 +256,7 @@ class SshHost:
         async with self._slow, self._channels:
             proc = await self._start(conn, read_range_command(path, offset, length))
             try:
-                with _mapped_errors(self.name, f"reading {path}"):
+                with mapped_errors(self.name, f"reading {path}"):
                     while chunk := await proc.stdout.read(chunk_size):
                         yield chunk
                     done = await proc.wait()

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcp_server import portable
 from mcp_server.paths import deny
 from mcp_server.paths.policy import Intent
 from mcp_server.paths.refusal import REASONS, outside, printable, refused
@@ -58,7 +59,7 @@ def check_local(value: str | Path, intent: Intent, scope: LocalScope, *, what: s
         where = " or ".join(str(r) for r in scope.roots)
         raise refused(what, "outside", outside(what, scope.named, where, on="on this machine"), host=None,
                       done=done, next_step=step)
-    for form in (str(real), str(written)):
+    for form in (portable.deny_form(real), portable.deny_form(written)):  # `/`-separated on Windows too
         label = deny.label_of(form)
         if label is not None:
             raise refused(what, "credential", f"lies in {label}, on the deny list (keys, tokens, password hashes, "

@@ -87,6 +87,9 @@ async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditAr
     host = await reach(app.pool, spec)  # an SSH box that cannot be reached is diagnosed step by step
     result = await audit(host, spec, ledger=app.ledger, **args)
     result.accrued_cost = accrued(app.ledger, spec)
+    transport = getattr(host, "transport", None)  # an SSH host says how it got there
+    if transport is not None and transport.kind != "direct":
+        result.transport = transport
     if result.idle_warning and result.accrued_cost:
         result.idle_warning += f" Accrued so far: {result.accrued_cost}."
     return result

@@ -45,7 +45,12 @@ async def test_a_healthy_box_passes_every_step_with_publickey_and_sftp(box: Sshd
 
     assert report.failure_class == "ok", report.model_dump_json(indent=1)
     assert statuses(report) == dict.fromkeys(
-        ["settings", "dns", "tcp", "banner", "host_key", "auth", "sftp", "rtt"], "ok")
+        ["settings", "dns", "route", "tcp", "banner", "host_key", "auth", "sftp", "session", "rtt"], "ok")
+    session = report.step("session")
+    assert session is not None and len(session.evidence) == 3
+    assert session.evidence[0].startswith("round trip over the session: ") and "MB/s" in session.evidence[1]
+    route = report.step("route")
+    assert route is not None and route.verdict == "through lo", "loopback: the route names its device"
     assert (report.auth_method, report.sftp, report.host_key) == ("publickey", True, "known")
     assert report.settings is not None and report.settings.source == "ssh -G"
     assert (report.settings.host, report.settings.port, report.settings.user) == ("127.0.0.1", box.port, "root")
@@ -248,7 +253,7 @@ async def test_a_box_behind_a_jump_host_is_checked_through_ssh_not_probed_direct
     report = await run_doctor(env, "viajump")
 
     assert report.settings is not None and report.settings.proxy_jump == "testbox"
-    assert {statuses(report)[n] for n in ("dns", "tcp", "banner", "host_key", "rtt")} == {"skipped"}
+    assert {statuses(report)[n] for n in ("dns", "route", "tcp", "banner", "host_key", "rtt")} == {"skipped"}
     assert (report.failure_class, report.auth_method, report.sftp) == ("ok", "publickey", True)
 
 

@@ -19,7 +19,7 @@ import pytest
 from mcp_server.errors import ConfigError, InputError, TransportError
 from mcp_server.hosts.doctor import diagnose
 from mcp_server.hosts.doctor_models import DoctorReport, EffectiveSettings, FailureClass, failed
-from mcp_server.hosts.doh import DEFAULT_DOH_RESOLVER, doh_resolve, resolver_url_problem, validate_resolver_url
+from mcp_server.hosts.doh import doh_resolve
 from mcp_server.hosts.fallback import (
     IP_BOUND_IF,
     IP_UNICAST_IF,
@@ -28,6 +28,7 @@ from mcp_server.hosts.fallback import (
     open_bound_socket,
     pin_name,
 )
+from mcp_server.hosts.fallback_options import DEFAULT_DOH_RESOLVER, resolver_url_problem, validate_resolver_url
 from mcp_server.settings import Settings
 from tests.conftest import Env
 from tests.hosts.test_doctor import NETNS_SCRIPT, namespaces_available

@@ -11,8 +11,8 @@ import pytest
 from mcp_server.errors import InputError
 from mcp_server.hosts.destination import Destination
 from mcp_server.hosts.known_hosts import known_hosts_label, pin_key
-from mcp_server.hosts.ssh import _resolve
 from mcp_server.hosts.ssh_config import DEFAULT_GLOBAL_KNOWN_HOSTS, resolve_options
+from mcp_server.hosts.ssh_connect import resolve as _resolve
 
 
 def resolved_with(config: Path, dest: str):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.hosts.base import CommandResult, Host
 from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.fallback_options import TransportRecord
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
 from mcp_server.paths import policy
@@ -54,6 +55,8 @@ class AuditResult(BaseModel):
     live_runs: int | None = Field(default=None, description="runs alive under the durable root")
     idle_warning: str | None = Field(
         default=None, description="the meter runs on a billed box with no live run and idle GPUs")
+    transport: TransportRecord | None = Field(
+        default=None, description="set when the connection did not go direct: the Clash fallback, why, where")
 
 
 def idle_warning(spec: HostSpec, result: AuditResult) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
 
+from mcp_server import portable
 from mcp_server.errors import InputError
 from mcp_server.paths import deny
 from mcp_server.paths.local import LocalScope, check_local
@@ -77,7 +78,7 @@ def denied_dirs(state_dir: Path) -> list[DeniedDir]:
     out: list[DeniedDir] = []
     for path, label in named:
         for form in {path.expanduser().absolute(), path.expanduser().resolve()}:
-            out.append(DeniedDir(form, label, str(form).rstrip("/") + "/"))
+            out.append(DeniedDir(form, label, portable.deny_form(form).rstrip("/") + "/"))
     return out
 
 
@@ -90,7 +91,9 @@ def check_source(root: Path, state_dir: Path) -> None:
 
 def denied_dir_of(real: str, denied: list[DeniedDir]) -> str | None:
     """The label of the denied folder `real` (a file's absolute path with no symlink in it) lies
-    in. String prefixes: a push of thousands of files checks each against every folder."""
+    in. String prefixes: a push of thousands of files checks each against every folder; `/`-separated
+    and, where the file system folds case, folded (portable.deny_form)."""
+    real = portable.deny_form(real)
     return next((d.label for d in denied if real.startswith(d.prefix)), None)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pathspec
 from pydantic import BaseModel, Field
 
+from mcp_server import portable, portable_io
 from mcp_server.errors import InputError
 from mcp_server.run.code.local_policy import (
     SCAN_BYTES,
@@ -81,8 +82,8 @@ def candidate_paths(root: Path) -> list[str]:
                                              else [])
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        rel_dir = portable.box_relpath(Path(dirpath), root)
+        rel_dir = rel_dir and rel_dir + "/"
         dirnames[:] = sorted(d for d in dirnames if not spec.match_file(rel_dir + d + "/"))
         out += [rel_dir + f for f in filenames if not spec.match_file(rel_dir + f)]
     return sorted(out)
@@ -130,7 +131,7 @@ def select(root: Path, exclude: list[str], denied: list[DeniedDir] | None = None
     credential file by name refuses the whole push."""
     drop = pathspec.GitIgnoreSpec.from_lines([*ALWAYS_EXCLUDED, *exclude])
     secret = pathspec.GitIgnoreSpec.from_lines(CREDENTIALS)
-    real_root, seen = str(root.resolve()).rstrip("/") + "/", dict[str, bool]()
+    real_root, seen = root.resolve().as_posix().rstrip("/") + "/", dict[str, bool]()
     out, refused = Selection([], [], []), list[str]()
     for rel in candidate_paths(root):
         if drop.match_file(rel):
@@ -165,7 +166,7 @@ def hash_files(root: Path, paths: list[str]) -> list[LocalFile]:
     out = []
     for rel in paths:
         h = hashlib.sha256()
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        fd = portable_io.open_read_no_follow(os.path.join(root, rel))
         with os.fdopen(fd, "rb") as f:
             head = f.read(SCAN_BYTES)
             h.update(head)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -101,6 +100,8 @@ def render(event: Mapping[str, Any], suppressed: int = 0, limit: int = CHAT_LIMI
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
+    import fcntl  # here, not at the top: the server imports this module for FILES on any OS (Windows has none)
+
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -15,7 +15,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server import scripts
+from mcp_server import portable, scripts
 from mcp_server.hosts.base import Host, parse_kv
 from mcp_server.hosts.local import LocalHost
 
@@ -37,7 +37,10 @@ async def read_identity(host: Host) -> HostIdentity:
     """The identity the box reports about itself."""
     res = await host.run(scripts.command("verify_identity"), timeout=30)
     res.check("reading the machine's identity")
-    kv = parse_kv(res.text)
+    return _identity(parse_kv(res.text))
+
+
+def _identity(kv: dict[str, str]) -> HostIdentity:
     return HostIdentity(machine_id=kv.get("machine_id", "")[:128], machine_id_source=kv.get("machine_id_source", ""),
                         hostname=kv.get("hostname", "")[:255], host_key=fingerprint(kv.get("host_key_blob", "")))
 
@@ -52,7 +55,10 @@ def fingerprint(blob: str) -> str:
 
 
 async def this_machine() -> HostIdentity:
-    """The machine this server runs on, read by the same script as any box."""
+    """The machine this server runs on, read by the same script as any box; where no POSIX shell
+    runs (Windows), the same facts read in Python."""
+    if not portable.current().posix:
+        return _identity(portable.identity_without_shell())
     local = LocalHost()
     try:
         return await read_identity(local)

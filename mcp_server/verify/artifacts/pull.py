@@ -25,6 +25,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Literal
 
+from mcp_server import portable_io
 from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.manifest import ManifestFile
 from mcp_server.verify.artifacts.partial_hash import keep_hash, resume_hash
@@ -156,7 +157,7 @@ class Puller:
             self.transferred += n
             await meter.add(n, label)
 
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT | portable_io.O_BINARY, 0o666)
         save = (lambda p: save_plan(where, p)) if plan.split() else None
         receiver = Receiver(self.host, remote, fd, plan, h, lambda: time.monotonic() > self.deadline, on_bytes, save)
         try:
@@ -309,7 +310,7 @@ class Puller:
         wanted = {mf.path: mf for mf in small}
         complete = await asyncio.to_thread(self._unpack_members, tar, pt, wanted)
         # The files must be durable before the state says they are in place.
-        await asyncio.to_thread(os.sync)
+        await asyncio.to_thread(portable_io.sync_all)
         save_state(self.dest, self.state)
         if not complete:
             return "stopped"

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from mcp_server import portable_io
 from mcp_server.errors import TransportError
 from mcp_server.hosts.base import Host
 from mcp_server.verify.artifacts.spans import CHUNK, STREAMS, Span, SpanPlan
@@ -219,7 +220,7 @@ class _Disk:
             else:
                 self.hq.put((off, chunk))
             if self.save is not None and time.monotonic() - self.saved_at >= CHECKPOINT_S:
-                os.fdatasync(self.fd)  # the plan never counts a byte that is not on disk
+                portable_io.datasync(self.fd)  # the plan never counts a byte that is not on disk
                 self.save(self.plan)
                 self.saved_at = time.monotonic()
 
@@ -243,7 +244,7 @@ class _Disk:
             self.edge += 1
             upto = self.spans[self.edge].at
             while self.hashed < upto:
-                data = os.pread(self.fd, min(CHUNK, upto - self.hashed), self.hashed)
+                data = portable_io.pread(self.fd, min(CHUNK, upto - self.hashed), self.hashed)
                 if not data:
                     raise OSError(f"the partial file ends before a piece it holds (at byte {self.hashed})")
                 COUNTS.add(read_back=len(data))
@@ -285,6 +286,6 @@ def _thread(fn: Callable[[], None]) -> asyncio.Future[None]:
 def _pwrite(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
-        n = os.pwrite(fd, view, offset)
+        n = portable_io.pwrite(fd, view, offset)
         view, offset = view[n:], offset + n
 

@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from mcp_server import portable
 from mcp_server.errors import InputError
 from mcp_server.globs import MatchBudget, glob_regex
 
@@ -76,14 +77,38 @@ def resolve(roster: list[str], entries: list[RemoteEntry], budget: MatchBudget |
         elif any(ord(c) < 32 for c in e.path):
             res.findings.append(RosterFinding(path=repr(e.path), kind="unsafe_name",
                                               message="control character in name"))
+        elif (why := portable.local_name_problem(e.path)) is not None:
+            res.findings.append(RosterFinding(path=e.path, kind="unsafe_name",
+                                              message=f"not pulled: its name {why} (rename it on the box)"))
         else:
             res.files.append(e)
+    twins = _case_twins(res.files)
+    res.findings += twins
+    dropped = {t.path for t in twins}
+    res.files = [e for e in res.files if e.path not in dropped]
     for e in candidates:
         if e.path not in chosen:
             res.findings.append(RosterFinding(path=e.path, kind="extra", blocking=False,
                                         message="on the box under the root but not in the roster (not pulled)"))
     res.files.sort(key=lambda e: e.path)
     return res
+
+
+def _case_twins(files: list[RemoteEntry]) -> list[RosterFinding]:
+    """Where this machine's file system folds case (Windows, macOS), two box files whose names
+    differ only in case would land on one local file: the second (and any further) is a finding
+    and is not pulled, so nothing is overwritten."""
+    if not portable.current().folds_case:
+        return []
+    seen: dict[str, str] = {}
+    out = []
+    for e in sorted(files, key=lambda f: f.path):
+        first = seen.setdefault(e.path.casefold(), e.path)
+        if first != e.path:
+            out.append(RosterFinding(path=e.path, kind="unsafe_name", expected=f"a name unlike {first} but in case",
+                                     message=f"{portable.current().label} would store it and {first} as one file: "
+                                             "rename one of them on the box, or pull to a case-sensitive folder"))
+    return out
 
 
 def symlink_finding(path: str, target: str) -> RosterFinding:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import tarfile
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_server import portable
 from mcp_server.verify.artifacts.manifest import ManifestFile
 from mcp_server.verify.artifacts.state import dump_json, state_dir, write_json_atomic
 
@@ -109,12 +109,13 @@ class Refused:
 
 
 def safe_name(name: str) -> bool:
-    """A relative path that stays inside the destination (on Windows, `\\` and drives count too)."""
+    """A relative path that stays inside the destination and names a file this machine can hold
+    (on Windows `\\`, drives, `:` and device names count too: portable.local_name_problem)."""
     p = PurePosixPath(name)
     if not name or p.is_absolute() or ".." in p.parts or any(ord(c) < 32 for c in name):
         return False
     w = PureWindowsPath(name)
-    return os.name != "nt" or not (w.anchor or ".." in w.parts)
+    return portable.current().posix or not (w.anchor or ".." in w.parts or portable.local_name_problem(name))
 
 
 def _refusal(m: tarfile.TarInfo, packed: set[str], seen: set[str]) -> Refused | None:
