@@ -9,6 +9,7 @@ import time
 
 from mcp_server.errors import TransportError
 from mcp_server.hosts.base import Host
+from mcp_server.hosts.doctor_models import DoctorReport
 from mcp_server.hosts.pool import HostPool, HostSpec
 from mcp_server.hosts.transport import explained
 
@@ -38,15 +39,21 @@ async def reach(pool: HostPool, spec: HostSpec) -> Host:
 
 async def diagnosed(exc: TransportError, pool: HostPool, spec: HostSpec, budget_s: float) -> TransportError:
     """`exc` again, its message followed by the doctor's report and its next step the report's route."""
+    report = await connection_report(pool, spec, budget_s)
+    return exc if report is None else explained(exc, report)
+
+
+async def connection_report(pool: HostPool, spec: HostSpec, budget_s: float) -> DoctorReport | None:
+    """The connection doctor's report for an SSH box, within `budget_s`; None (logged) if the doctor
+    itself failed: it must never hide the error or the result it was asked to add to."""
     from mcp_server.hosts.doctor import diagnose
 
     settings = pool.settings
     try:
-        report = await diagnose(spec.destination, ssh_config=settings.ssh_config,
-                                known_hosts_path=settings.known_hosts_path,
-                                connect_timeout_s=min(settings.connect_timeout_s, 10.0),
-                                budget_s=max(MIN_DOCTOR_S, budget_s))
-    except Exception:  # the doctor must never hide the error it was asked to explain
+        return await diagnose(spec.destination, ssh_config=settings.ssh_config,
+                              known_hosts_path=settings.known_hosts_path,
+                              connect_timeout_s=min(settings.connect_timeout_s, 10.0),
+                              budget_s=max(MIN_DOCTOR_S, budget_s))
+    except Exception:
         log.exception("connection doctor failed for %s", spec.name)
-        return exc
-    return explained(exc, report)
+        return None

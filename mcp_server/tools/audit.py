@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal, TypedDict
 
 from mcp.server import MCPServer
@@ -10,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
-from mcp_server.hosts.reach import reach
+from mcp_server.hosts.reach import CALL_BUDGET_S, connection_report, reach
 from mcp_server.limits import MAP_MAX, HostStr, IdStr, PathStr
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit, problems_only
@@ -46,7 +47,7 @@ SharedPathArg = Annotated[PathStr | None, Field(
     description="A21: the directory every box must share (default: durable root)",
     json_schema_extra={"x-rgt-path": "box"})]
 DetailArg = Annotated[Detail, Field(
-    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: all in full")]
+    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: all in full, with the connection doctor")]
 PolicyArg = Annotated[Policy | None, Field(
     description="host-key policy (accept-new pins a first-seen key)")]
 
@@ -74,8 +75,14 @@ class _AuditArgs(TypedDict):
 
 
 async def _audit_one(app: App, name: str, policy: Policy | None, args: _AuditArgs, detail: Detail) -> AuditResult:
+    started = time.monotonic()
     result = await _audit_full(app, name, policy, args)
-    return problems_only(result) if detail == "problems" else result
+    if detail == "problems":
+        return problems_only(result)
+    spec = app.pool.spec(name, policy)
+    if spec.kind == "ssh":  # all in full: how the connection itself does, step by step
+        result.connection = await connection_report(app.pool, spec, CALL_BUDGET_S - (time.monotonic() - started))
+    return result
 
 
 async def _audit_full(app: App, name: str, policy: Policy | None, args: _AuditArgs) -> AuditResult:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.hosts.base import CommandResult, Host
 from mcp_server.hosts.commands import check_path
+from mcp_server.hosts.doctor_models import DoctorReport
 from mcp_server.hosts.fallback_options import TransportRecord
 from mcp_server.hosts.pool import HostSpec
 from mcp_server.ledger import Ledger
@@ -55,6 +56,8 @@ class AuditResult(BaseModel):
     live_runs: int | None = Field(default=None, description="runs alive under the durable root")
     idle_warning: str | None = Field(
         default=None, description="the meter runs on a billed box with no live run and idle GPUs")
+    connection: DoctorReport | None = Field(
+        default=None, description="with detail=all on an SSH box: the connection doctor's steps")
     transport: TransportRecord | None = Field(
         default=None, description="set when the connection did not go direct: the Clash fallback, why, where")
 

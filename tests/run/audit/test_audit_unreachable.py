@@ -57,3 +57,14 @@ async def test_in_a_fan_out_the_unreachable_box_carries_its_diagnosis(
     outcomes = {o["host"]: o for o in res["outcomes"]}
     assert outcomes["a"]["audit"] is not None
     assert "connection_refused" in outcomes["gone"]["error"]["message"]
+
+
+async def test_detail_all_on_a_reachable_box_adds_the_connection_doctor(env: Any, box: Any, client: Any) -> None:
+    env.write_inventory({"gpu1": {"destination": "testbox"}})
+    (outcome,) = structured(await client.call_tool("audit_box", {"host": "gpu1", "detail": "all"}))["outcomes"]
+    connection = outcome["audit"]["connection"]
+    assert connection["failure_class"] == "ok" and connection["auth_method"] == "publickey"
+    steps = {s["name"]: s for s in connection["steps"]}
+    assert steps["session"]["status"] == "ok" and "MB/s down" in steps["session"]["verdict"]
+    (problems,) = structured(await client.call_tool("audit_box", {"host": "gpu1"}))["outcomes"]
+    assert problems["audit"].get("connection") is None, "the default detail stays as short as before"
