@@ -29,6 +29,7 @@ from mcp_server.paths.serving import serve_with, stop_serving
 from mcp_server.settings import Settings
 from mcp_server.tools import register_all
 from mcp_server.tools._common import lone_surrogate_at
+from mcp_server.tools._views import views_extension
 from mcp_server.tools.protocol import declare_one_capability_set
 from mcp_server.tools.run_resources import Subscribers, watch_subscriptions
 
@@ -145,6 +146,7 @@ def build_server(settings: Settings | None = None, *, http_token: str | None = N
         # provider (none here); without resource_server_url no OAuth metadata is served (see TOKEN_HINT).
         auth=AuthSettings(issuer_url=http_url, resource_server_url=None) if http_token and http_url else None,
         cache_hints=STATIC_LISTS,
+        extensions=[views_extension()],  # MCP Apps: the ui:// views bound tools name
     )
     register_all(server, only_tool)
     server.middleware.append(watch_subscriptions)

@@ -15,6 +15,8 @@ from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.jobs import plot
 from mcp_server.run.jobs.inspect import DEFAULT_WINDOW_S, MAX_WINDOW_S, InspectResult, sample_run
 from mcp_server.tools._common import HOST_HELP, READ_ONLY, app_of, tool_errors
+from mcp_server.tools._views import shows
+from mcp_server.views import MONITOR
 
 SERIES = (("cpu_pct", "CPU % (the run's processes)"), ("gpu_util_pct", "GPU util %"),
           ("rss_mib", "RSS MiB"), ("vram_used_mib", "VRAM used MiB"))
@@ -37,16 +39,16 @@ def _png(r: InspectResult) -> bytes | None:
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(title="Inspect a live run", annotations=READ_ONLY)
+    @server.tool(title="Inspect a live run", annotations=READ_ONLY, meta=shows(MONITOR))
     async def inspect_run(
         ctx: Context,
-        run_id: Annotated[IdStr, Field(description="a live run's id (launch_detached, list_runs)")],
+        run_id: Annotated[IdStr, Field(description="a live run's id")],
         host: Annotated[HostStr, Field(description=HOST_HELP)] = "local",
         window_s: Annotated[int, Field(description="seconds to sample, once a second", ge=2,
                                        le=MAX_WINDOW_S)] = DEFAULT_WINDOW_S,
-        image: Annotated[bool, Field(description="add a PNG of the sampled series (needs matplotlib)")] = True,
+        image: Annotated[bool, Field(description="add a PNG of the series (needs matplotlib)")] = True,
     ) -> Annotated[CallToolResult, InspectResult]:
-        """Watch a live run for a few seconds: GPU util/VRAM/power, its processes' CPU and RAM, cgroup limit, disk.
+        """Watch a live run for seconds: GPU util/VRAM/power, its processes' CPU and RAM, cgroup limit, disk.
 
         One round trip samples on the box once a second (default 20 s) and returns the series
         with verdicts and routes: data-bound (GPUs idle while the CPUs are saturated), spare

@@ -28,7 +28,9 @@ from mcp_server.run.jobs.slurm_array import launch_array
 from mcp_server.settings import OUTPUT_CAP_BYTES
 from mcp_server.tools._common import HOST_HELP, LAUNCH, READ_ONLY, STARTS_WORK, HostError, app_of, fan_out, tool_errors
 from mcp_server.tools._progress import reporter
+from mcp_server.tools._views import shows
 from mcp_server.tools._watch import WatchArg, WatchOptions, start_patrol, test_channels, watched_note
+from mcp_server.views import MONITOR, RUNS
 
 # Above the launch's own 128 KiB check (E2BIG), which explains that value and what to do instead.
 EnvValueStr = Annotated[str, MaxLength(ENV_TOTAL_MAX)]
@@ -36,23 +38,23 @@ HostArg = Annotated[HostStr, Field(description=HOST_HELP)]
 
 # launch_detached
 CommandArg = Annotated[CommandStr | None, Field(
-    description="shell command, e.g. 'python train.py --cfg a.yaml'")]
+    description="shell command, e.g. 'python train.py'")]
 HostsArg = Annotated[list[HostStr] | None, Field(
-    description="launch the same command on several boxes; one outcome each", max_length=32)]
+    description="the same command on several boxes; one outcome each", max_length=32)]
 CommandsArg = Annotated[list[CommandStr] | None, Field(
-    description="several commands for ONE host, queued (Slurm: a job array)",
+    description="commands for ONE host, queued (Slurm: a job array)",
     max_length=256)]
 MaxConcurrentArg = Annotated[int, Field(
-    description="how many of `commands` run at once (Slurm: %K)", ge=1, le=64)]
+    description="how many `commands` run at once (Slurm: %K)", ge=1, le=64)]
 NameArg = Annotated[IdStr | None, Field(
     description="run name (letters, digits . _ -); a live one is returned")]
 WorkdirArg = Annotated[PathStr | None, Field(
-    description="box directory to run in (default: durable root)")]
+    description="box dir to run in (default: durable root)")]
 RerunArg = Annotated[IdStr | None, Field(
-    description="a run id to relaunch with its exact config (no command)")]
+    description="a run id to relaunch with its exact config")]
 CodeArg = Annotated[IdStr | None, Field(
     description="a push_code snapshot <project>/<id>")]
-EnvArg = Annotated[dict[IdStr, EnvValueStr] | None, Field(description="non-secret environment variables for the job",
+EnvArg = Annotated[dict[IdStr, EnvValueStr] | None, Field(description="non-secret env variables for the job",
                                                              max_length=MAP_MAX)]
 SecretEnvArg = Annotated[list[IdStr] | None, Field(
     description="NAMES of server env variables, sent via stdin only", max_length=MAP_MAX)]
@@ -72,7 +74,7 @@ ProbeArg = Annotated[float, Field(
 RelaunchArg = Annotated[bool, Field(description="rerun a name whose last run finished")]
 MinFreeGibArg = Annotated[float, Field(
     description="disk gate: refuse below this free space", ge=0)]
-MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many free inodes", ge=0)]
+MinFreeInodesArg = Annotated[int, Field(description="disk gate: refuse below this many inodes", ge=0)]
 OutputsArg = Annotated[list[PatternStr] | None, Field(
     description="globs under output_root the run must produce",
     max_length=256)]
@@ -81,7 +83,7 @@ OnExitArg = Annotated[str | None, Field(
     description="shell run on the box at the end ($RGT_RUN_ID, $RGT_STATE)",
     max_length=8000)]
 SyncArg = Annotated[list[PatternStr] | None, Field(
-    description="globs under output_root copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
+    description="output_root globs copied, verified, to <durable_root>/results/<run_id>/ on exit 0",
     max_length=64)]
 StartIndexArg = Annotated[int, Field(
     description="queue: first cell to run (from 1)", ge=1)]
@@ -91,31 +93,31 @@ RunIdArg = Annotated[IdStr | None, Field(description="run id from launch_detache
 PathArg = Annotated[PathStr | None, Field(
     description="or a log file under the box's durable or scratch root", json_schema_extra={"x-rgt-path": "box"})]
 OffsetArg = Annotated[int | None, Field(
-    description="byte offset to read from: pass the previous next_offset", ge=0, le=2**53)]
+    description="byte offset: pass the previous next_offset", ge=0, le=2**53)]
 MaxBytesArg = Annotated[int, Field(description="window size in bytes", ge=1, le=MAX_WINDOW)]
 LinesArg = Annotated[int | None, Field(description="instead of offset: the last N lines", ge=1, le=5000)]
 StallArg = Annotated[float, Field(
-    description="warn when a running job's log stops growing this long", ge=30)]
+    description="warn when a live run's log stops growing this long", ge=30)]
 
 # aggregate_results
-CellsArg = Annotated[PatternStr, Field(description="glob of the cell directories under root, e.g. 'sweep/*'")]
-AggregateNameArg = Annotated[IdStr, Field(description="destination: <durable_root>/results/<name>/<cell>/")]
-SourceRootArg = Annotated[PathStr | None, Field(description="box directory holding the cells (default: scratch root)",
+CellsArg = Annotated[PatternStr, Field(description="glob of the cell dirs under root, e.g. 'sweep/*'")]
+AggregateNameArg = Annotated[IdStr, Field(description="folder under <durable_root>/results/")]
+SourceRootArg = Annotated[PathStr | None, Field(description="box dir holding the cells (default: scratch root)",
                                                 json_schema_extra={"x-rgt-path": "box"})]
 MarkerArg = Annotated[IdStr, Field(description="file whose presence marks a cell finished")]
 CellFilesArg = Annotated[list[PatternStr] | None, Field(
-    description="globs of the files to copy within a cell (default: all)", max_length=64)]
+    description="globs of files to copy in a cell (default: all)", max_length=64)]
 
 # list_runs
 OptionalHostArg = Annotated[HostStr | None, Field(
     description="one box; omit for every known host")]
-ListLimitArg = Annotated[int, Field(description="runs per page (per host), newest first", ge=1, le=MAX_LIMIT)]
+ListLimitArg = Annotated[int, Field(description="runs per page (per host)", ge=1, le=MAX_LIMIT)]
 CursorArg = Annotated[ValueStr | None, Field(description="next_cursor from the previous page (needs `host`)")]
-StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states, e.g. ['running']",
+StatesArg = Annotated[list[RunStatus] | None, Field(description="only runs in these states",
                                                    max_length=len(get_args(RunStatus)))]
-NameGlobArg = Annotated[str | None, Field(description="glob on the run name (or id), e.g. 'sweep*'",
+NameGlobArg = Annotated[str | None, Field(description="glob on the run name (or id)",
                                           max_length=200)]
-SinceArg = Annotated[IdStr | None, Field(description="only runs started since (ISO 8601 or epoch seconds)")]
+SinceArg = Annotated[IdStr | None, Field(description="runs started since (ISO 8601 or epoch seconds)")]
 
 
 class LaunchOutcome(BaseModel):
@@ -233,7 +235,7 @@ async def _watch_launched(app: App, result: LaunchDetachedResult, watch: WatchOp
 
 
 def _register_launch_detached(server: MCPServer) -> None:
-    @server.tool(title="Launch a detached run", annotations=STARTS_WORK)
+    @server.tool(title="Launch a detached run", annotations=STARTS_WORK, meta=shows(MONITOR))
     async def launch_detached(
         ctx: Context, command: CommandArg = None, host: HostArg = "local", hosts: HostsArg = None,
         commands: CommandsArg = None, max_concurrent: MaxConcurrentArg = 1, name: NameArg = None,
@@ -288,7 +290,7 @@ def _register_tail_logs(server: MCPServer) -> None:
         offset: OffsetArg = None, max_bytes: MaxBytesArg = OUTPUT_CAP_BYTES, lines: LinesArg = None,
         stall_s: StallArg = DEFAULT_STALL_S,
     ) -> TailResult:
-        """Read a run's log incrementally (cost flat in log size) with its real status and failure signatures.
+        """Read a run's log by offset (cost flat in log size) with its real status and failure signatures.
 
         Status comes from the process and the exit file: running, succeeded, failed (exit code),
         sync_failed (exit 0 but the copy to the durable root failed; `sync` says why),
@@ -316,12 +318,12 @@ def _register_tail_logs(server: MCPServer) -> None:
 
 
 def _register_list_runs(server: MCPServer) -> None:
-    @server.tool(name="list_runs", title="List runs", annotations=READ_ONLY)
+    @server.tool(name="list_runs", title="List runs", annotations=READ_ONLY, meta=shows(RUNS))
     async def list_runs_tool(
         ctx: Context, host: OptionalHostArg = None, limit: ListLimitArg = DEFAULT_LIMIT, cursor: CursorArg = None,
         state: StatesArg = None, name: NameGlobArg = None, since: SinceArg = None,
     ) -> ListRunsResult:
-        """List the runs on a box from its run directories, newest first and paged, with the ledger reconciled.
+        """List a box's runs from its run directories, newest first and paged, with the ledger reconciled.
 
         `total` counts every run matching the filters; continue with cursor=next_cursor. `live`
         counts running and queued runs whatever the filters. Warns (never acts) when a billed box

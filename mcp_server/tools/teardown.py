@@ -22,6 +22,8 @@ from mcp_server.limits import HostStr, IdStr
 from mcp_server.run.teardown.execute import Ask, check_token, execute, question, refuse_if_changed
 from mcp_server.run.teardown.plan import TeardownPlan, TeardownResult, plan
 from mcp_server.tools._common import DESTRUCTIVE, READ_ONLY, app_of, tool_errors
+from mcp_server.tools._views import shows
+from mcp_server.views import TEARDOWN
 
 
 class Confirm(BaseModel):
@@ -29,8 +31,8 @@ class Confirm(BaseModel):
 
 
 ACTION = "the profile's action: stop, terminate, destroy, manual, …"
-HOST = "the box's inventory name (with its instance_id and api_key_env)"
-TOKEN = "the token plan_teardown returned (that plan runs once)"
+HOST = "the box's inventory name (its instance_id, api_key_env)"
+TOKEN = "the token plan_teardown returned"
 ALLOW_UNVERIFIED = "the USER's choice to tear down without a verified pull (recorded)"
 
 
@@ -95,15 +97,15 @@ def register(server: MCPServer) -> None:
 
 
 def _register_plan(server: MCPServer) -> None:
-    @server.tool(title="Plan a teardown", annotations=READ_ONLY)
+    @server.tool(title="Plan a teardown", annotations=READ_ONLY, meta=shows(TEARDOWN))
     async def plan_teardown(
         ctx: Context,
         action: Annotated[IdStr, Field(description=ACTION)],
         host: Annotated[HostStr, Field(description=HOST)] = "local",
         allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownPlan:
-        """Plan stopping the meter: what stops or keeps billing, what is lost, each gate, a token when ready. \
-Changes nothing; show it to the user.
+        """Plan stopping the meter: what stops or keeps billing, what is lost, each gate, a token when ready; \
+show it to the user.
 
         Gates (Iron Law): no live run on the box; every finished run covered by a passing
         verify_artifacts whose manifest covers its outputs; nothing written under a verified

@@ -113,7 +113,8 @@ async def test_initialize_and_server_discover_declare_the_same_capabilities() ->
     async with session("legacy") as old, session("auto") as new:
         assert old.protocol_version.startswith("2025-") and new.protocol_version == "2026-07-28"
         legacy, modern = old.server_capabilities, new.server_capabilities
-    assert legacy == modern
+    # `extensions` (MCP Apps) is a 2026-07-28 field: the 2025 wire has no place for it
+    assert legacy == modern.model_copy(update={"extensions": None}) and modern.extensions
     assert legacy.resources is not None and legacy.resources.subscribe is True
     assert legacy.logging is not None and legacy.completions is not None
 
