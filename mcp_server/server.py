@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 Run deep-learning experiments on GPU boxes you own or rent, verify the numbers are real, and
-deliver them from one evidence layer. Start with audit_box on the box ("local" is this machine).
+deliver them from one evidence layer. Start with audit_box on the box. Every `host` argument takes
+"local" (this machine, the default), an inventory name, an ssh config alias or user@host[:port].
 Reference pages are resources (references://..., profiles://<platform>); read the one a check or
 finding routes you to. Destructive actions are two-phase: plan, then confirm with the token the
 plan returned (plan_teardown, then teardown with its token, only on the user's explicit yes)."""

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from mcp_server.app import App
 from mcp_server.errors import InputError, LedgerError, RgtError, cut_value
 from mcp_server.redact import Redactor
+from mcp_server.tools._lean import SHARED_ARGUMENTS
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 4000
@@ -31,7 +32,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a key shown in a field path; 
 
 T = TypeVar("T")
 # What a `host` argument takes, said once for every tool (it is in every tool's schema: keep it short).
-HOST_HELP = "local, inventory name, ssh alias, user@host"
+HOST_HELP = SHARED_ARGUMENTS["host"]  # published once, in the server instructions
 
 # Presets, set honestly. openWorld: the tool talks to boxes outside this process. A hint equal to
 # the spec's default (readOnly false, idempotent false, openWorld true) is left out: every session

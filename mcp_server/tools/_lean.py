@@ -19,6 +19,10 @@ _DROPPED = {"title", "pattern", "maxLength", "minLength", "maxItems", "minItems"
             "uniqueItems", "format", "propertyNames", "maxProperties", "minProperties", "x-def", "x-rgt-path"}
 
 
+# Arguments many tools share, explained once in the server's instructions (server.py) instead of in
+# every tool's schema: the same words twenty times cost each session a kilobyte.
+SHARED_ARGUMENTS = {"host": "local, inventory name, ssh alias, user@host"}
+
 _DEF = "x-def"  # where _deref notes which definition a node came from (never published)
 # An object argument with more fields than this is published without them (its description
 # names them; the full schema has them).
@@ -134,6 +138,9 @@ def lean_input(schema: Schema) -> Schema:
     flat = _deref(schema, schema.get("$defs", {}))
     lean = _shape(flat, 0)
     lean["type"] = "object"
+    for name, prop in lean.get("properties", {}).items():
+        if name in SHARED_ARGUMENTS and isinstance(prop, dict) and prop.get("description") == SHARED_ARGUMENTS[name]:
+            del prop["description"]
     return dict(lean)
 
 

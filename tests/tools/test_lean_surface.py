@@ -82,3 +82,17 @@ def test_every_resource_a_result_names_becomes_one_link() -> None:
     found = uris({"route": "references://run-remote/audit-checks#a11.", "checks": [
         {"route": "references://run-remote/audit-checks#a11"}, {"see": "profiles://runpod#rp4 and runs://gpu1/r1"}]})
     assert found == ["references://run-remote/audit-checks#a11", "profiles://runpod#rp4", "runs://gpu1/r1"]
+
+
+async def test_the_shared_host_argument_is_explained_once_in_the_instructions_not_in_every_tool(client) -> None:
+    from mcp_server.server import INSTRUCTIONS
+    from mcp_server.tools._common import HOST_HELP
+
+    async with client.session() as c:
+        tools = (await c.list_tools()).tools
+        instructions = c.instructions
+    hosts = [t.input_schema["properties"]["host"] for t in tools if "host" in t.input_schema.get("properties", {})]
+    assert len(hosts) >= 15
+    assert [h for h in hosts if h.get("description") == HOST_HELP] == [], "said once, in the instructions"
+    assert sum("description" not in h for h in hosts) >= 12
+    assert instructions == INSTRUCTIONS and "an inventory name, an ssh config alias or user@host" in instructions
