@@ -46,8 +46,9 @@ NOT_YET_ROUTED: dict[str, str] = {}
 # A refusal reported as one entry in the result's `problems` (the rest of the call still runs).
 REPORTED_AS_PROBLEM = {"reconcile_evidence.documents": "a document the policy refuses is one problem entry; the "
                                                        "other documents are still reconciled"}
-# Base arguments that would clash with the path argument under test (tail_logs takes run_id or path).
-CLASHES = {"tail_logs": ("run_id",)}
+# Base arguments that would clash with the path argument under test (tail_logs takes run_id or path;
+# capsule's base paths lie outside the pull roots, and would be refused first).
+CLASHES = {"tail_logs": ("run_id",), "capsule": ("path", "project")}
 # How to call a tool with a path inside a nested model, by the model's name in the schema.
 NESTED_CALLS: dict[str, tuple[str, Callable[[str], dict[str, Any]]]] = {
     "FileRef": ("run_probe", lambda v: {"inputs": {"probe": "trajectory", "direction": "lower",

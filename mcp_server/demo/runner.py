@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from mcp_server.settings import Settings
 
 HERE = Path(__file__).parent
 SEEDS = (1, 2, 3)
+RUN_FILES = ("final.json", "weights.safetensors", "config.yaml", "train.csv")
 Say = Callable[[str], None]
 
 
@@ -42,6 +42,11 @@ class Demo:
     def work(self) -> Path:
         """The local project (the bundled script), pushed to the box as a snapshot."""
         return self.base / "work"
+
+    @property
+    def paper(self) -> Path:
+        """The user's project: capsules in runs/, EVIDENCE.json, the report."""
+        return self.base / "paper"
 
     @property
     def out(self) -> Path:
@@ -73,7 +78,7 @@ def prepare(base: Path) -> Settings:
         '[hosts.demo]\ndestination = "local"\nprofile = "local"\n'
         f"durable_root = {json.dumps(str(base / 'box'))}\nscratch_root = {json.dumps(str(base / 'scratch'))}\n")
     return Settings.from_env({"RGT_HOME": str(base / "state"), "RGT_CONFIG": str(base / "hosts.toml"),
-                              "RGT_SSH_CONFIG": "none"})
+                              "RGT_SSH_CONFIG": "none", "RGT_PULL_ROOTS": str(base / "paper")})
 
 
 async def audit(d: Demo) -> None:
@@ -111,8 +116,8 @@ async def launch(d: Demo) -> None:
         # checkpoints beside the results, not among them: a resume anchor is no result to pull
         cmd = f"{sys.executable} train_tiny.py --seed {seed} --out {d.out}/seed{seed} --ckpt {d.base}/box/ckpt/s{seed}"
         out = await d.call("launch_detached", {"host": "demo", "name": f"tiny-s{seed}", "command": cmd,
-                                               "code": d.code, "probe_s": 0, "output_root": str(d.out),
-                                               "outputs": [f"seed{seed}/final.json"]})
+                                               "code": d.code, "probe_s": 0, "output_root": f"{d.out}/seed{seed}",
+                                               "outputs": list(RUN_FILES)})
         d.run_ids[seed] = out["outcomes"][0]["launch"]["run_id"]
     d.step("launch_detached", f"{len(SEEDS)} seeds started detached: " + ", ".join(d.run_ids.values()))
 
@@ -150,7 +155,7 @@ async def curves(d: Demo) -> None:
 
 async def verify(d: Demo) -> dict[str, float]:
     args = {"host": "demo", "root": str(d.out), "budget_s": 30,
-            "roster": ["seed*/final.json", "seed*/metrics.jsonl", "seed*/weights.safetensors"]}
+            "roster": [f"seed*/{f}" for f in (*RUN_FILES, "metrics.jsonl")]}
     out = await d.call("verify_artifacts", args)
     while not out["done"]:
         out = await d.call("verify_artifacts", args)
@@ -169,30 +174,57 @@ async def probe(d: Demo, accs: dict[str, float]) -> None:
     d.step("run_probe (mde)", f"{finding.get('verdict')}: {str(finding.get('disclosure') or '')[:90]}")
 
 
-def write_paper(d: Demo, accs: dict[str, float]) -> Path:
-    """EVIDENCE.json and a results file from the verified numbers, and the bundled report with
-    one number that matches them and one stale number from an 'earlier draft'."""
-    vals = list(accs.values())
-    mean, std = round(statistics.fmean(vals), 4), round(statistics.stdev(vals), 4)
-    paper = d.base / "paper"
-    (paper / "results" / "tiny").mkdir(parents=True, exist_ok=True)
-    (paper / "results" / "tiny" / "results.json").write_text(json.dumps(
-        {"accuracy": mean, "accuracy_std": std, "seeds": len(vals), "split": "test", "n": 400}))
-    evidence = {"project": "demo", "claims": [{"id": "C1", "statement": "The tiny model learns the blobs.",
-                "evidence": [{"exp_id": "tiny", "metric": "accuracy", "value": mean, "split": "test", "n": 400,
-                              "variance": {"type": "std", "value": std, "seeds": len(vals)},
-                              "aliases": ["tiny model"], "results_json": "results/tiny/results.json"}]}]}
-    (paper / "EVIDENCE.json").write_text(json.dumps(evidence, indent=1))
-    text = (HERE / "report.md").read_text().format(seeds=len(vals), acc=f"{mean:.4f}", std=f"{std:.4f}", n=400,
-                                                   stale=f"{min(mean + 0.0312, 0.99):.4f}")
-    (paper / "report.md").write_text(text)
-    d.files["report"] = str(paper / "report.md")
-    return paper / "EVIDENCE.json"
+async def capsules(d: Demo) -> list[str]:
+    """Each seed's run pulled and verified by its run id, then sealed into <paper>/runs/<run-id>/ by
+    the capsule tool (the verified bytes, its provenance, how repro.sh re-evaluates it)."""
+    sealed = []
+    for seed, run_id in d.run_ids.items():
+        args = {"host": "demo", "run_id": run_id, "budget_s": 30}
+        out = await d.call("verify_artifacts", args)
+        while not out["done"]:
+            out = await d.call("verify_artifacts", args)
+        if not out["passed"]:
+            raise DemoFailed(f"verify_artifacts (seed {seed}): " + json.dumps(out.get("findings"))[:500])
+        roles = {"best.pth": "weights.safetensors", "config.yaml": "config.yaml", "train.csv": "train.csv",
+                 "test/main/metrics.json": "final.json"}
+        evaluate = [sys.executable, str(d.work / "train_tiny.py"), "--eval", "{checkpoint}", "--config", "{config}",
+                    "--out", "{out}"]
+        cap = (await d.call("capsule", {"action": "seal", "project": str(d.paper), "path": out["verified_path"],
+                                        "roles": roles, "evaluate": {"command": evaluate}}))["sealed"]
+        sealed.append(cap["run_id"])
+    kinds = sorted({f["kind"] for f in cap["findings"]})
+    d.files["capsules"] = str(d.paper / "runs")
+    d.step("capsule (seal)", f"{len(sealed)} capsules from verified pulls; findings: {', '.join(kinds) or 'none'}")
+    return sealed
 
 
-async def reconcile(d: Demo, accs: dict[str, float]) -> None:
-    evidence = write_paper(d, accs)
-    out = await d.call("reconcile_evidence", {"evidence": str(evidence), "documents": ["report.md"]})
+async def evidence(d: Demo, run_ids: list[str]) -> dict[str, Any]:
+    """The claim's evidence row proposed from the three capsules (mean and std computed by the tool)
+    and applied with the plan's token: EVIDENCE.json is written by the tool, never typed."""
+    plan = (await d.call("capsule", {"action": "propose", "project": str(d.paper), "run_ids": run_ids,
+                                     "row": {"claim": "C1", "metric": "accuracy", "aliases": ["tiny model"],
+                                             "statement": "The tiny model learns the blobs."}}))["plan"]
+    await d.call("capsule", {"action": "apply", "project": str(d.paper), "token": plan["token"]})
+    row = plan["row"]
+    d.files["EVIDENCE.json"] = str(d.paper / "EVIDENCE.json")
+    d.step("capsule (evidence)", f"C1 accuracy {row['value']:.4f} ± {row['variance']['value']:.4f} over "
+           f"{row['variance']['seeds']} seeds, written with the plan's token")
+    return dict(row)
+
+
+def write_paper(d: Demo, row: dict[str, Any]) -> None:
+    """The bundled report: one number as the evidence has it and one stale number from an 'earlier draft'."""
+    mean, std = float(row["value"]), float(row["variance"]["value"])
+    stale = f"{min(mean + 0.0312, 0.99):.4f}"
+    text = (HERE / "report.md").read_text().format(seeds=row["variance"]["seeds"], acc=f"{mean:.4f}",
+                                                   std=f"{std:.4f}", n=row["n"], stale=stale)
+    (d.paper / "report.md").write_text(text)
+    d.files["report"] = str(d.paper / "report.md")
+
+
+async def reconcile(d: Demo, row: dict[str, Any]) -> None:
+    write_paper(d, row)
+    out = await d.call("reconcile_evidence", {"evidence": str(d.paper / "EVIDENCE.json"), "documents": ["report.md"]})
     counts = out["summary"]["counts"]
     if not counts.get("stale"):
         raise DemoFailed("reconcile_evidence: the stale number in the report was not flagged: " + json.dumps(counts))
@@ -222,7 +254,8 @@ async def run_demo(base: Path, say: Say, client: Any) -> int:
         await curves(d)
         accs = await verify(d)
         await probe(d, accs)
-        await reconcile(d, accs)
+        row = await evidence(d, await capsules(d))
+        await reconcile(d, row)
         await teardown_plan(d)
     except DemoFailed as exc:
         say(f"demo FAILED at {exc}")

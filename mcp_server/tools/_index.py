@@ -8,6 +8,7 @@ TOOL_MODULES: dict[str, str] = {
     "audit_box": "audit",
     "push_code": "code",
     "prune_code": "code",
+    "capsule": "capsule",
     "fetch_data": "data",
     "inspect_run": "inspect",
     "search_references": "knowledge_tools",

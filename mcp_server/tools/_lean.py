@@ -22,6 +22,7 @@ _DROPPED = {"title", "pattern", "maxLength", "minLength", "maxItems", "minItems"
 # Arguments many tools share, explained once in the server's instructions (server.py) instead of in
 # every tool's schema: the same words twenty times cost each session a kilobyte.
 SHARED_ARGUMENTS = {"host": "local, inventory name, ssh alias, user@host"}
+SHARED_DEFAULTS = {"host": "local"}
 
 _DEF = "x-def"  # where _deref notes which definition a node came from (never published)
 # An object argument with more fields than this is published without them (its description
@@ -141,6 +142,8 @@ def lean_input(schema: Schema) -> Schema:
     for name, prop in lean.get("properties", {}).items():
         if name in SHARED_ARGUMENTS and isinstance(prop, dict) and prop.get("description") == SHARED_ARGUMENTS[name]:
             del prop["description"]
+            if prop.get("default") == SHARED_DEFAULTS.get(name):
+                del prop["default"]  # the instructions say it too
     return dict(lean)
 
 

@@ -47,7 +47,7 @@ SharedPathArg = Annotated[PathStr | None, Field(
     description="A21: the directory every box must share (default: durable root)",
     json_schema_extra={"x-rgt-path": "box"})]
 DetailArg = Annotated[Detail, Field(
-    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: all in full, with the connection doctor")]
+    description="problems: WARN/FAIL in full, PASS ids, SKIPs by reason; all: all, and the connection doctor")]
 PolicyArg = Annotated[Policy | None, Field(
     description="host-key policy (accept-new pins a first-seen key)")]
 

@@ -27,7 +27,7 @@ def register(server: MCPServer) -> None:
         run_id: Annotated[str | None, Field(description="the run this finding is about (links it in the ledger)",
                                             max_length=128)] = None,
     ) -> ProbeResult:
-        """Test a surprising number before claiming it: a verdict, the numbers behind it, and the disclosure that must travel with it.
+        """Test a surprising number before claiming it: a verdict, the numbers behind it, the disclosure it needs.
 
         Verdicts: bug, effect, noise, instability, stochastic, underpowered, confounded, collapsed,
         leak, clean, unverified, not_applicable. Never blocks: a finding is reported, the user
@@ -35,7 +35,7 @@ def register(server: MCPServer) -> None:
         read through the host layer). Cheap first: control_diff, then trajectory, then
         seed_variance / mde. Each result names the next probe and a references:// page;
         every result is recorded in the ledger. See references://verifying/methodology.
-        """  # noqa: E501 -- the first line is the tool's description for the model: one line, unchanged
+        """
         app = app_of(ctx)
 
         async def open_host(name: str) -> Host:

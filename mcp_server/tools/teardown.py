@@ -133,8 +133,7 @@ def _register_teardown(server: MCPServer) -> None:
         host: Annotated[HostStr, Field(description=HOST)] = "local",
         allow_unverified: Annotated[bool, Field(description=ALLOW_UNVERIFIED)] = False,
     ) -> TeardownResult:
-        """Run the plan a plan_teardown token names, once, on the user's explicit yes: gates re-checked, the \
-meter stopped and polled.
+        """Run the plan a plan_teardown token names, once, on the user's yes: gates re-checked, meter stopped, polled.
 
         Refuses naming each unmet gate, a changed plan, or a used, expired or foreign token.
         When the client supports it the user is asked to confirm (a no leaves the token

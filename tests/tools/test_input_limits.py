@@ -37,6 +37,7 @@ BASE: dict[str, dict[str, Any]] = {
     "plan_teardown": {"host": "gpu1", "action": "none"},
     "teardown": {"host": "gpu1", "action": "none", "token": "t"},
     "search_references": {"query": "disk full"},
+    "capsule": {"action": "seal", "project": "/nonexistent/project", "path": "/nonexistent/PULL_VERIFIED.json"},
 }
 
 

@@ -244,8 +244,8 @@ def _record_launch(ledger: Ledger, spec: HostSpec, req: LaunchRequest, record: R
                         "outputs": record.outputs.model_dump() if record.outputs else None,
                         "sync": record.sync.model_dump() if record.sync else None,
                         "code_snapshot": record.code_snapshot, "output_dir": record.output_dir,
-                        "git_commit": record.git_commit,
-                        "rerun_of": record.rerun_of})
+                        "git_commit": record.git_commit, "git_dirty": record.git_dirty,
+                        "host_facts": record.host_facts, "rerun_of": record.rerun_of})
 
 
 @contextlib.asynccontextmanager
