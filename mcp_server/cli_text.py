@@ -40,6 +40,7 @@ EXAMPLE_ALSO: dict[str, tuple[str, ...]] = {
     "wait_for_run": ("run_id",),
     "verify_artifacts": ("run_id",),
     "plot_run": ("run_id",),
+    "capsule": ("project", "path"),
 }
 
 
@@ -82,9 +83,9 @@ def type_name(node: Schema, defs: Schema) -> str:
 
 
 def _placeholder(name: str, node: Schema, defs: Schema) -> Any:
-    if name in PLACEHOLDERS:
-        return PLACEHOLDERS[name]
     node = _deref(node, defs)
+    if name in PLACEHOLDERS and PLACEHOLDERS[name] in node.get("enum", [PLACEHOLDERS[name]]):
+        return PLACEHOLDERS[name]  # unless the tool's own choices (an enum) do not hold it
     if node.get("enum"):
         return node["enum"][0]
     kind = node.get("type")

@@ -147,7 +147,8 @@ def register(server: MCPServer) -> None:
         it), then report: per metric reproduced within tolerance / differs by X / could not run. trackers: W&B
         offline runs, MLflow stores and TensorBoard logs as runs, matched to this server's run ids
         (RGT_RUN_ID), with forensics (still running after their job ended, duplicates, no job, config
-        differences). Nothing in a tracker is ever deleted.
+        differences). Nothing in a tracker is ever deleted. See references://delivering/data-architecture#tree,
+        references://delivering/reconcile and references://run-remote/pull-verify.
         """
         app = app_of(ctx)
         with tool_errors(app):

@@ -1,8 +1,9 @@
 """The MCP Apps views: three self-contained HTML pages (inline script and style, no network),
-each bound to existing tools and served as a `ui://` resource. The script the views share (the
-host bridge, the chart) is written once in `_<name>.js` and put in where a view says
-`/* include:<name> */` when it is read, so every served page is still one file. Plain data and a
-reader here; the adapter layer (tools/_views.py) registers them, since only it may import mcp."""
+each bound to existing tools and served as a `ui://` resource. What the views share (the host
+bridge, the chart, the theme) is written once in `_bridge.js`, `_chart.js` and `_theme.css` and put
+in where a view says `/* include:<name> */` when it is read, so every served page is still one file.
+Plain data and a reader here; the adapter layer (tools/_views.py) registers them, since only it may
+import mcp."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ TEARDOWN = View("ui://rgt/teardown.html", "teardown.html", "Teardown confirmatio
 VIEWS = (MONITOR, RUNS, TEARDOWN)
 
 
-_INCLUDE = re.compile(r"/\* include:(bridge|chart) \*/")
+_INCLUDE = re.compile(r"/\* include:(bridge|chart|theme) \*/")
+_SHARED = {"bridge": "_bridge.js", "chart": "_chart.js", "theme": "_theme.css"}
 
 
 def _read(name: str) -> str:
@@ -38,4 +40,4 @@ def _read(name: str) -> str:
 
 def html(view: View) -> str:
     """The view's page as served: its file with the shared script put in where it says so."""
-    return _INCLUDE.sub(lambda m: _read(f"_{m.group(1)}.js").rstrip("\n"), _read(view.file))
+    return _INCLUDE.sub(lambda m: _read(_SHARED[m.group(1)]).rstrip("\n"), _read(view.file))
