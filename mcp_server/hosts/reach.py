@@ -4,19 +4,15 @@ string. Used where a tool meets a box first (audit_box)."""
 
 from __future__ import annotations
 
-import logging
 import time
 
 from mcp_server.errors import TransportError
 from mcp_server.hosts.base import Host
 from mcp_server.hosts.doctor_models import DoctorReport
 from mcp_server.hosts.pool import HostPool, HostSpec
-from mcp_server.hosts.transport import explained
+from mcp_server.hosts.transport import CALL_BUDGET_S, doctor_report, explained
 
-log = logging.getLogger(__name__)
-
-CALL_BUDGET_S = 35.0  # a tool call returns in under ~40 s: the doctor gets what the connect left
-MIN_DOCTOR_S = 5.0
+DOCTOR_BANNER_DEFAULT_S = 5.0
 
 
 async def reach(pool: HostPool, spec: HostSpec) -> Host:
@@ -45,15 +41,9 @@ async def diagnosed(exc: TransportError, pool: HostPool, spec: HostSpec, budget_
 
 async def connection_report(pool: HostPool, spec: HostSpec, budget_s: float) -> DoctorReport | None:
     """The connection doctor's report for an SSH box, within `budget_s`; None (logged) if the doctor
-    itself failed: it must never hide the error or the result it was asked to add to."""
-    from mcp_server.hosts.doctor import diagnose
-
+    itself failed."""
     settings = pool.settings
-    try:
-        return await diagnose(spec.destination, ssh_config=settings.ssh_config,
-                              known_hosts_path=settings.known_hosts_path,
-                              connect_timeout_s=min(settings.connect_timeout_s, 10.0),
-                              budget_s=max(MIN_DOCTOR_S, budget_s))
-    except Exception:
-        log.exception("connection doctor failed for %s", spec.name)
-        return None
+    return await doctor_report(spec.destination, ssh_config=settings.ssh_config,
+                               known_hosts_path=settings.known_hosts_path,
+                               connect_timeout_s=min(settings.connect_timeout_s, 10.0),
+                               banner_timeout_s=DOCTOR_BANNER_DEFAULT_S, budget_s=budget_s)

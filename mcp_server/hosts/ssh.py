@@ -75,10 +75,6 @@ class SshHost:
     ) -> None:
         self.name = name
         self.destination = destination
-        self.known_hosts_path = known_hosts_path
-        self.ssh_config = ssh_config
-        self.host_key_policy = host_key_policy
-        self.connect_timeout_s = connect_timeout_s
         self.command_timeout_s = command_timeout_s
         self._channels = asyncio.Semaphore(max_channels)
         # Commands that hold a channel on purpose (and file streams) get all but QUICK_RESERVE of

@@ -61,16 +61,17 @@ async def _address(plan: FallbackPlan, options: FallbackOptions) -> tuple[str, D
     return answer.selected_ip, answer
 
 
-async def _diagnose(destination: str, ssh_config: Path | None, known_hosts_path: Path, connect_timeout_s: float,
-                    budget_s: float) -> DoctorReport | None:
-    from mcp_server.hosts.doctor import diagnose  # the doctor loads only when a connection failed
+async def doctor_report(destination: str, *, ssh_config: Path | None, known_hosts_path: Path,
+                        connect_timeout_s: float, banner_timeout_s: float, budget_s: float) -> DoctorReport | None:
+    """The connection doctor's report within `budget_s` (at least MIN_DOCTOR_S); None, logged, when the
+    doctor itself failed: it must never hide the error or the result it was asked to add to."""
+    from mcp_server.hosts.doctor import diagnose  # the doctor loads only when it is asked for
 
     try:
         return await diagnose(destination, ssh_config=ssh_config, known_hosts_path=known_hosts_path,
-                              connect_timeout_s=min(connect_timeout_s, DOCTOR_CONNECT_S),
-                              banner_timeout_s=min(connect_timeout_s, DOCTOR_BANNER_S),
-                              budget_s=max(MIN_DOCTOR_S, budget_s - FALLBACK_RESERVE_S))
-    except Exception:  # the doctor must never hide the error it was asked to explain
+                              connect_timeout_s=connect_timeout_s, banner_timeout_s=banner_timeout_s,
+                              budget_s=max(MIN_DOCTOR_S, budget_s))
+    except Exception:
         log.exception("connection doctor failed for %s", destination)
         return None
 
@@ -83,8 +84,10 @@ async def connect_with_fallback(direct: TransportError, *, destination: str, opt
     """After the direct connection failed with `direct`: diagnose, and when the evidence allows it,
     connect over the fallback. Raises `direct` explained by the doctor when the fallback does not
     apply, or the fallback's own failure after both attempts are named."""
-    report = await _diagnose(destination, ssh_config, known_hosts_path, connect_timeout_s,
-                             CALL_BUDGET_S - (time.monotonic() - started))
+    report = await doctor_report(destination, ssh_config=ssh_config, known_hosts_path=known_hosts_path,
+                                 connect_timeout_s=min(connect_timeout_s, DOCTOR_CONNECT_S),
+                                 banner_timeout_s=min(connect_timeout_s, DOCTOR_BANNER_S),
+                                 budget_s=CALL_BUDGET_S - (time.monotonic() - started) - FALLBACK_RESERVE_S)
     if report is None:
         raise direct
     plan = fallback_plan(report, opted_in=True, resolver_url=options.resolver_url)

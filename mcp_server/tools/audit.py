@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from mcp_server.app import App
 from mcp_server.errors import InputError
-from mcp_server.hosts.reach import CALL_BUDGET_S, connection_report, reach
+from mcp_server.hosts.reach import connection_report, reach
+from mcp_server.hosts.transport import CALL_BUDGET_S
 from mcp_server.limits import MAP_MAX, HostStr, IdStr, PathStr
 from mcp_server.progress import Counter
 from mcp_server.run.audit.box import AuditResult, audit, problems_only

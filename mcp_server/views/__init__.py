@@ -2,8 +2,8 @@
 each bound to existing tools and served as a `ui://` resource. What the views share (the host
 bridge, the chart, the theme) is written once in `_bridge.js`, `_chart.js` and `_theme.css` and put
 in where a view says `/* include:<name> */` when it is read, so every served page is still one file.
-Plain data and a reader here; the adapter layer (tools/_views.py) registers them, since only it may
-import mcp."""
+Plain data and a reader here; the adapter layer (tools/_views.py) registers them: only the adapter
+layer talks to the SDK."""
 
 from __future__ import annotations
 
